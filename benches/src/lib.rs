@@ -1,0 +1,1 @@
+//! Criterion benchmarks for taskstream live in `benches/`.

@@ -1,0 +1,1 @@
+//! Newline framing (MCP stdio: one JSON-RPC message per line, no embedded newlines).

@@ -1,0 +1,516 @@
+//! A strict JSON (RFC 8259) validator and compactor that needs no allocation and no recursion.
+//!
+//! serde-json-core skips unknown fields without fully checking them (`{"x":tru}` parses), and
+//! payloads must stay text, so validation is done here once, iteratively, with a fixed nesting
+//! limit ([`MAX_DEPTH`]): 100 000 levels of `[` cannot exhaust a stack. Its verdicts match
+//! `serde_json`'s (including the rejection of lone UTF-16 surrogates in `\u` escapes), which the
+//! tests and the fuzz targets check.
+
+use core::fmt;
+
+/// The deepest nesting of objects and arrays accepted.
+pub const MAX_DEPTH: usize = 128;
+
+/// Why a text is not accepted as JSON.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum JsonError {
+    /// The bytes are not UTF-8.
+    Utf8,
+    /// A syntax error at this byte offset.
+    Syntax {
+        /// Offset of the offending byte (or the input length if the text ended early).
+        at: usize,
+    },
+    /// Nesting deeper than [`MAX_DEPTH`].
+    TooDeep,
+    /// Well-formed JSON, but not an object where one is required.
+    NotAnObject,
+    /// The output buffer is too small.
+    BufferTooSmall,
+}
+
+impl fmt::Display for JsonError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            JsonError::Utf8 => f.write_str("not valid UTF-8"),
+            JsonError::Syntax { at } => write!(f, "JSON syntax error at byte {at}"),
+            JsonError::TooDeep => write!(f, "JSON nested deeper than {MAX_DEPTH} levels"),
+            JsonError::NotAnObject => f.write_str("not a JSON object"),
+            JsonError::BufferTooSmall => f.write_str("output buffer too small"),
+        }
+    }
+}
+
+impl core::error::Error for JsonError {}
+
+/// The kind of a JSON value.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    /// `{…}`
+    Object,
+    /// `[…]`
+    Array,
+    /// `"…"`
+    String,
+    /// a number
+    Number,
+    /// `true` or `false`
+    Bool,
+    /// `null`
+    Null,
+}
+
+/// A validated JSON text: its top-level kind and the length of its compact form.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Validated {
+    /// The kind of the top-level value.
+    pub kind: Kind,
+    /// The length in bytes once insignificant white space is removed.
+    pub compact_len: usize,
+}
+
+/// Validates that `src` is exactly one JSON value, optionally surrounded by white space.
+///
+/// # Errors
+/// [`JsonError`] describing the first problem found.
+pub fn validate(src: &[u8]) -> Result<Validated, JsonError> {
+    core::str::from_utf8(src).map_err(|_| JsonError::Utf8)?;
+    Scanner { src, pos: 0, ws: 0 }.run()
+}
+
+/// Validates that `src` is exactly one JSON object and returns the length of its compact form.
+///
+/// # Errors
+/// [`JsonError::NotAnObject`] for any other JSON value, else as [`validate`].
+pub fn validate_object(src: &[u8]) -> Result<usize, JsonError> {
+    let v = validate(src)?;
+    if v.kind == Kind::Object {
+        Ok(v.compact_len)
+    } else {
+        Err(JsonError::NotAnObject)
+    }
+}
+
+/// Copies `src` into `dst` without insignificant white space and returns the length written.
+///
+/// `src` should have been accepted by [`validate`]; on other input the output is unspecified
+/// (but this function still never panics and never writes past `dst`).
+///
+/// # Errors
+/// [`JsonError::BufferTooSmall`] if `dst` cannot hold the compact form.
+pub fn compact_into(src: &[u8], dst: &mut [u8]) -> Result<usize, JsonError> {
+    let mut n = 0;
+    let mut in_string = false;
+    let mut escaped = false;
+    for &b in src {
+        if in_string {
+            if escaped {
+                escaped = false;
+            } else if b == b'\\' {
+                escaped = true;
+            } else if b == b'"' {
+                in_string = false;
+            }
+        } else if is_ws(b) {
+            continue;
+        } else if b == b'"' {
+            in_string = true;
+        }
+        *dst.get_mut(n).ok_or(JsonError::BufferTooSmall)? = b;
+        n += 1;
+    }
+    Ok(n)
+}
+
+const fn is_ws(b: u8) -> bool {
+    matches!(b, b' ' | b'\t' | b'\n' | b'\r')
+}
+
+/// What the scanner expects next.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Expect {
+    /// Any value.
+    Value,
+    /// A value or `]` (just after `[`).
+    ValueOrClose,
+    /// A key or `}` (just after `{`).
+    KeyOrClose,
+    /// A key (after `,` in an object).
+    Key,
+    /// `:` after a key.
+    Colon,
+    /// `,` or the closing bracket of the current container, or the end of the text.
+    AfterValue,
+}
+
+struct Scanner<'a> {
+    src: &'a [u8],
+    pos: usize,
+    /// White space bytes skipped outside strings.
+    ws: usize,
+}
+
+impl Scanner<'_> {
+    fn peek(&self) -> Option<u8> {
+        self.src.get(self.pos).copied()
+    }
+
+    fn err(&self) -> JsonError {
+        JsonError::Syntax { at: self.pos }
+    }
+
+    fn skip_ws(&mut self) {
+        while let Some(b) = self.peek() {
+            if !is_ws(b) {
+                break;
+            }
+            self.pos += 1;
+            self.ws += 1;
+        }
+    }
+
+    fn run(mut self) -> Result<Validated, JsonError> {
+        // Bit i of `stack` is 1 when nesting level i is an object, 0 for an array.
+        let mut stack: u128 = 0;
+        let mut depth: usize = 0;
+        let mut expect = Expect::Value;
+        let mut kind = None;
+        loop {
+            self.skip_ws();
+            let Some(b) = self.peek() else {
+                return match (expect, kind) {
+                    (Expect::AfterValue, Some(kind)) if depth == 0 => Ok(Validated {
+                        kind,
+                        compact_len: self.src.len() - self.ws,
+                    }),
+                    _ => Err(self.err()),
+                };
+            };
+            match expect {
+                Expect::Value | Expect::ValueOrClose => {
+                    if expect == Expect::ValueOrClose && b == b']' {
+                        self.pos += 1;
+                        depth -= 1;
+                        expect = Expect::AfterValue;
+                        continue;
+                    }
+                    let k = match b {
+                        b'{' | b'[' => {
+                            if depth == MAX_DEPTH {
+                                return Err(JsonError::TooDeep);
+                            }
+                            let is_object = b == b'{';
+                            if is_object {
+                                stack |= 1 << depth;
+                            } else {
+                                stack &= !(1 << depth);
+                            }
+                            depth += 1;
+                            self.pos += 1;
+                            expect = if is_object {
+                                Expect::KeyOrClose
+                            } else {
+                                Expect::ValueOrClose
+                            };
+                            if kind.is_none() {
+                                kind = Some(if is_object { Kind::Object } else { Kind::Array });
+                            }
+                            continue;
+                        }
+                        b'"' => {
+                            self.string()?;
+                            Kind::String
+                        }
+                        b'-' | b'0'..=b'9' => {
+                            self.number()?;
+                            Kind::Number
+                        }
+                        b't' => {
+                            self.literal(b"true")?;
+                            Kind::Bool
+                        }
+                        b'f' => {
+                            self.literal(b"false")?;
+                            Kind::Bool
+                        }
+                        b'n' => {
+                            self.literal(b"null")?;
+                            Kind::Null
+                        }
+                        _ => return Err(self.err()),
+                    };
+                    if kind.is_none() {
+                        kind = Some(k);
+                    }
+                    expect = Expect::AfterValue;
+                }
+                Expect::KeyOrClose | Expect::Key => {
+                    if expect == Expect::KeyOrClose && b == b'}' {
+                        self.pos += 1;
+                        depth -= 1;
+                        expect = Expect::AfterValue;
+                    } else if b == b'"' {
+                        self.string()?;
+                        expect = Expect::Colon;
+                    } else {
+                        return Err(self.err());
+                    }
+                }
+                Expect::Colon => {
+                    if b != b':' {
+                        return Err(self.err());
+                    }
+                    self.pos += 1;
+                    expect = Expect::Value;
+                }
+                Expect::AfterValue => {
+                    if depth == 0 {
+                        // Trailing garbage after the top-level value.
+                        return Err(self.err());
+                    }
+                    let in_object = stack & (1 << (depth - 1)) != 0;
+                    self.pos += 1;
+                    match (b, in_object) {
+                        (b',', true) => expect = Expect::Key,
+                        (b',', false) => expect = Expect::Value,
+                        (b'}', true) | (b']', false) => depth -= 1,
+                        _ => {
+                            self.pos -= 1;
+                            return Err(self.err());
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    fn literal(&mut self, word: &[u8]) -> Result<(), JsonError> {
+        let end = self.pos + word.len();
+        if self.src.get(self.pos..end) == Some(word) {
+            self.pos = end;
+            Ok(())
+        } else {
+            Err(self.err())
+        }
+    }
+
+    fn digits(&mut self) -> usize {
+        let start = self.pos;
+        while matches!(self.peek(), Some(b'0'..=b'9')) {
+            self.pos += 1;
+        }
+        self.pos - start
+    }
+
+    /// A number. Like `serde_json`, a number whose magnitude overflows an `f64` is refused
+    /// (`1e400`): no reader could take it back.
+    fn number(&mut self) -> Result<(), JsonError> {
+        let start = self.pos;
+        if self.peek() == Some(b'-') {
+            self.pos += 1;
+        }
+        match self.peek() {
+            Some(b'0') => self.pos += 1,
+            Some(b'1'..=b'9') => {
+                self.digits();
+            }
+            _ => return Err(self.err()),
+        }
+        if self.peek() == Some(b'.') {
+            self.pos += 1;
+            if self.digits() == 0 {
+                return Err(self.err());
+            }
+        }
+        if matches!(self.peek(), Some(b'e' | b'E')) {
+            self.pos += 1;
+            if matches!(self.peek(), Some(b'+' | b'-')) {
+                self.pos += 1;
+            }
+            if self.digits() == 0 {
+                return Err(self.err());
+            }
+        }
+        let text = self.src.get(start..self.pos).unwrap_or_default();
+        let plain_small_integer = text.len() <= 19 && text.iter().all(u8::is_ascii_digit);
+        if !plain_small_integer {
+            let finite = core::str::from_utf8(text)
+                .ok()
+                .and_then(|t| t.parse::<f64>().ok())
+                .is_some_and(f64::is_finite);
+            if !finite {
+                return Err(JsonError::Syntax { at: start });
+            }
+        }
+        Ok(())
+    }
+
+    fn hex4(&mut self) -> Result<u16, JsonError> {
+        let mut v: u16 = 0;
+        for _ in 0..4 {
+            let d = match self.peek() {
+                Some(c @ b'0'..=b'9') => c - b'0',
+                Some(c @ b'a'..=b'f') => c - b'a' + 10,
+                Some(c @ b'A'..=b'F') => c - b'A' + 10,
+                _ => return Err(self.err()),
+            };
+            v = (v << 4) | u16::from(d);
+            self.pos += 1;
+        }
+        Ok(v)
+    }
+
+    /// A string starting at the opening quote; the input is already known to be UTF-8.
+    fn string(&mut self) -> Result<(), JsonError> {
+        self.pos += 1;
+        loop {
+            let Some(b) = self.peek() else {
+                return Err(self.err());
+            };
+            match b {
+                b'"' => {
+                    self.pos += 1;
+                    return Ok(());
+                }
+                0x00..=0x1f => return Err(self.err()),
+                b'\\' => {
+                    self.pos += 1;
+                    match self.peek() {
+                        Some(b'"' | b'\\' | b'/' | b'b' | b'f' | b'n' | b'r' | b't') => {
+                            self.pos += 1;
+                        }
+                        Some(b'u') => {
+                            self.pos += 1;
+                            let unit = self.hex4()?;
+                            match unit {
+                                0xD800..=0xDBFF => {
+                                    // A high surrogate must be followed by a low one.
+                                    if self.src.get(self.pos..self.pos + 2) != Some(b"\\u") {
+                                        return Err(self.err());
+                                    }
+                                    self.pos += 2;
+                                    if !(0xDC00..=0xDFFF).contains(&self.hex4()?) {
+                                        return Err(self.err());
+                                    }
+                                }
+                                0xDC00..=0xDFFF => return Err(self.err()),
+                                _ => {}
+                            }
+                        }
+                        _ => return Err(self.err()),
+                    }
+                }
+                _ => self.pos += 1,
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::string::String;
+
+    #[track_caller]
+    fn check(src: &str) {
+        let ours = validate(src.as_bytes());
+        let theirs = serde_json::from_str::<serde_json::Value>(src);
+        assert_eq!(
+            ours.is_ok(),
+            theirs.is_ok(),
+            "{src:?}: ours {ours:?}, serde_json {theirs:?}"
+        );
+        if ours.is_ok() {
+            let mut buf = [0u8; 256];
+            let n = compact_into(src.as_bytes(), &mut buf).unwrap();
+            let compact = core::str::from_utf8(&buf[..n]).unwrap();
+            assert_eq!(n, ours.unwrap().compact_len);
+            assert!(!compact.contains('\n'));
+            let back: serde_json::Value = serde_json::from_str(compact).unwrap();
+            assert_eq!(back, theirs.unwrap(), "{src:?} compacted to {compact:?}");
+        }
+    }
+
+    #[test]
+    fn agrees_with_serde_json() {
+        for src in [
+            "{}",
+            "[]",
+            "{\"a\":1}",
+            " { \"a\" : [ 1 , 2.5 , -3e+2 , true , false , null ] } ",
+            "\"\\u00e9\\n\"",
+            "\"\\ud83d\\ude00\"",
+            "\"\\ud83d\"",
+            "\"\\ude00\"",
+            "0",
+            "-0",
+            "01",
+            "1.",
+            ".5",
+            "1e",
+            "-",
+            "+1",
+            "[1,]",
+            "{\"a\":1,}",
+            "{\"a\"}",
+            "{a:1}",
+            "[",
+            "]",
+            "{} {}",
+            "tru",
+            "nul",
+            "\"\t\"",
+            "\"\\x\"",
+            "[1 2]",
+            "{\"a\":1 \"b\":2}",
+            "",
+            " ",
+            "1 ",
+            "{\"a\":{\"b\":[{}]}}",
+            "\"é\"",
+            "[\"\\/\"]",
+            "{\"x\":tru,\"id\":2}",
+            "{\"a\"::1}",
+            "[[]]]",
+            "{\"a\":1}}",
+            "1.5E-3",
+            "1e400",
+            "-1e400",
+            "1e-400",
+            "18446744073709551616",
+            "-9223372036854775809",
+            "123456789012345678901234567890",
+        ] {
+            check(src);
+        }
+    }
+
+    #[test]
+    fn depth_is_bounded_without_recursion() {
+        let mut deep = String::new();
+        for _ in 0..100_000 {
+            deep.push('[');
+        }
+        assert_eq!(validate(deep.as_bytes()), Err(JsonError::TooDeep));
+        let ok = "[".repeat(MAX_DEPTH) + &"]".repeat(MAX_DEPTH);
+        assert!(validate(ok.as_bytes()).is_ok());
+        let too = "[".repeat(MAX_DEPTH + 1) + &"]".repeat(MAX_DEPTH + 1);
+        assert_eq!(validate(too.as_bytes()), Err(JsonError::TooDeep));
+    }
+
+    #[test]
+    fn rejects_invalid_utf8_and_non_objects() {
+        assert_eq!(validate(b"\"\xff\""), Err(JsonError::Utf8));
+        assert_eq!(validate_object(b"[1]"), Err(JsonError::NotAnObject));
+        assert_eq!(validate_object(b" {\"a\" : 1} "), Ok(7));
+    }
+
+    #[test]
+    fn compact_reports_a_short_buffer() {
+        let mut buf = [0u8; 3];
+        assert_eq!(
+            compact_into(b"{\"a\":1}", &mut buf),
+            Err(JsonError::BufferTooSmall)
+        );
+    }
+}

@@ -1,0 +1,1 @@
+//! The log record format of a stored event.

@@ -1,0 +1,1 @@
+//! Sans-IO JSON-RPC for the stream messages.

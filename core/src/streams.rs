@@ -1,0 +1,3 @@
+//! The per-connection stream table.
+/// placeholder
+pub struct StreamTable;
