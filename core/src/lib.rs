@@ -47,7 +47,7 @@ pub use event::{EventType, Payload};
 pub use id::RequestId;
 pub use resume::{Lifecycle, Resume, ResumeError, Retained};
 pub use retention::RetentionPolicy;
-// pub use ring::EventRing;
+pub use ring::EventRing;
 pub use seq::{Seq, SeqAllocator};
 pub use streams::StreamTable;
 pub use time::Millis;
