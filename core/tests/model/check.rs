@@ -1,39 +1,89 @@
-//! Model-based property test: random sequences of append / expire / terminate /
-//! resume-with-random-cursor / cancel / pump against the core's ring, resume decision and stream
-//! table, checked against a plain `Vec` model that restates the SEP's rules over explicit sets.
+//! The model checker shared by the property test (`core/tests/model/main.rs`) and the fuzz
+//! target `model`: random sequences of append / expire / terminate / resume-with-random-cursor /
+//! cancel / pump against the core's ring, resume decision and stream table, checked against a
+//! plain `Vec` model that restates the SEP's rules over explicit sets.
 //!
 //! Requirement IDs checked here: EV-02, EV-03, EV-04 (order), RS-03..RS-07, EG-01, TS-03,
 //! TS-05/TS-06, TS-08/DX-04, DX-07.
+use taskstream_core::resume::{decide, Lifecycle, Resume, ResumeError};
+macro_rules! ensure {
+    ($cond:expr, $($msg:tt)+) => {
+        if !$cond {
+            return Err(format!($($msg)+));
+        }
+    };
+}
 
-use proptest::prelude::*;
-use taskstream_core::resume::{decide, Lifecycle, Resume, ResumeError, Retained};
+macro_rules! ensure_eq {
+    ($a:expr, $b:expr $(,)?) => {
+        ensure_eq!($a, $b, "values differ")
+    };
+    ($a:expr, $b:expr, $($msg:tt)+) => {{
+        let (a, b) = (&$a, &$b);
+        if a != b {
+            return Err(format!("{}: {:?} != {:?}", format!($($msg)+), a, b));
+        }
+    }};
+}
+
 use taskstream_core::streams::{OpenError, Opened, Progress, Pump};
 use taskstream_core::{
     EventRing, EventType, Millis, Payload, RequestId, RetentionPolicy, Seq, StreamTable,
 };
 
-const TASKS: usize = 2;
+/// Tasks in a scenario.
+pub(crate) const TASKS: usize = 2;
 type Ring = EventRing<6, 160>;
 
+/// One step of a scenario.
 #[derive(Clone, Debug)]
-enum Op {
+pub(crate) enum Op {
+    /// Append an event whose payload carries `len` filler bytes (too large ones are refused).
     Append { task: usize, len: usize },
+    /// Advance the clock and expire events by age.
     Advance { ms: u64 },
+    /// The task reaches a terminal state.
     Terminate { task: usize },
+    /// `tasks/stream` with an optional cursor.
     Open { task: usize, after: Option<u64> },
+    /// `notifications/cancelled` for the task's stream.
     Cancel { task: usize },
+    /// Run the pump up to `steps` times.
     Pump { steps: usize },
 }
 
-fn op() -> impl Strategy<Value = Op> {
-    prop_oneof![
-        6 => (0..TASKS, 0usize..40).prop_map(|(task, len)| Op::Append { task, len }),
-        1 => (0u64..30).prop_map(|ms| Op::Advance { ms }),
-        1 => (0..TASKS).prop_map(|task| Op::Terminate { task }),
-        3 => (0..TASKS, proptest::option::of(0u64..40)).prop_map(|(task, after)| Op::Open { task, after }),
-        1 => (0..TASKS).prop_map(|task| Op::Cancel { task }),
-        3 => (0usize..12).prop_map(|steps| Op::Pump { steps }),
-    ]
+/// Decodes a scenario from arbitrary bytes (for the fuzzer): the first byte picks the event
+/// limit, then two bytes per operation.
+pub(crate) fn ops_from_bytes(data: &[u8]) -> (Vec<Op>, u32) {
+    let max_events = u32::from(data.first().copied().unwrap_or(0) % 8) + 1;
+    let ops = data
+        .get(1..)
+        .unwrap_or_default()
+        .chunks_exact(2)
+        .map(|pair| {
+            let (kind, arg) = (pair[0], pair[1]);
+            let task = usize::from(arg) % TASKS;
+            match kind % 16 {
+                0..=5 => Op::Append {
+                    task,
+                    len: usize::from(arg / 2) % 40,
+                },
+                6 => Op::Advance {
+                    ms: u64::from(arg % 30),
+                },
+                7 => Op::Terminate { task },
+                8..=10 => Op::Open {
+                    task,
+                    after: (arg & 0x80 != 0).then_some(u64::from(arg & 0x7f) % 40),
+                },
+                11 => Op::Cancel { task },
+                _ => Op::Pump {
+                    steps: usize::from(arg) % 12,
+                },
+            }
+        })
+        .collect();
+    (ops, max_events)
 }
 
 /// The model of one task: every event ever appended, which are retained, and whether it ended.
@@ -69,7 +119,8 @@ fn progress(rings: &[Ring], model: &[ModelTask], task: usize) -> Option<Progress
     })
 }
 
-fn run(ops: &[Op], max_events: u32) -> Result<(), TestCaseError> {
+/// Runs `ops` against the core and the model; `Err` names the first divergence.
+pub(crate) fn run(ops: &[Op], max_events: u32) -> Result<(), String> {
     let policy = RetentionPolicy {
         max_events,
         max_bytes: u32::MAX,
@@ -100,16 +151,16 @@ fn run(ops: &[Op], max_events: u32) -> Result<(), TestCaseError> {
                     &policy,
                 );
                 if text.len() > 60 {
-                    prop_assert!(result.is_err(), "oversized payload accepted");
-                    prop_assert_eq!(
+                    ensure!(result.is_err(), "oversized payload accepted");
+                    ensure_eq!(
                         rings[task].next_seq().get(),
                         m.next(),
                         "ring changed by a refusal"
                     );
                     continue;
                 }
-                let appended = result.map_err(|e| TestCaseError::fail(format!("{e}")))?;
-                prop_assert_eq!(
+                let appended = result.map_err(|e| e.to_string())?;
+                ensure_eq!(
                     appended.seq.get(),
                     m.next(),
                     "EV-02/EV-03: seq is the next integer"
@@ -117,9 +168,12 @@ fn run(ops: &[Op], max_events: u32) -> Result<(), TestCaseError> {
                 m.all.push((m.next(), text, now));
                 let evicted = appended.evicted.map_or(0, |e| e.count);
                 m.earliest += evicted;
-                prop_assert_eq!(rings[task].retained().earliest().get(), m.earliest);
-                prop_assert!(rings[task].len() <= max_events.max(1) as usize);
-                prop_assert!(
+                ensure_eq!(rings[task].retained().earliest().get(), m.earliest);
+                ensure!(
+                    rings[task].len() <= max_events.max(1) as usize,
+                    "more events than the policy allows"
+                );
+                ensure!(
                     rings[task].len() >= 1,
                     "the newest event is always retained"
                 );
@@ -131,7 +185,7 @@ fn run(ops: &[Op], max_events: u32) -> Result<(), TestCaseError> {
                     while m.earliest < m.next() && now - m.all[m.earliest as usize].2 > 50 {
                         m.earliest += 1;
                     }
-                    prop_assert_eq!(
+                    ensure_eq!(
                         ring.retained().earliest().get(),
                         m.earliest,
                         "expiry by age"
@@ -144,7 +198,7 @@ fn run(ops: &[Op], max_events: u32) -> Result<(), TestCaseError> {
                 let id = RequestId::Number(next_id);
                 next_id += 1;
                 if streams[task].is_some() {
-                    prop_assert_eq!(
+                    ensure_eq!(
                         table.check_open(task),
                         Err(OpenError::StreamActive),
                         "TS-06"
@@ -175,10 +229,10 @@ fn run(ops: &[Op], max_events: u32) -> Result<(), TestCaseError> {
                     }
                 };
                 match got {
-                    Err(ResumeError::CursorAhead { .. }) => prop_assert_eq!(expected, "invalid"),
+                    Err(ResumeError::CursorAhead { .. }) => ensure_eq!(expected, "invalid"),
                     Err(ResumeError::EventsGone { earliest }) => {
-                        prop_assert_eq!(expected, "gone", "EG-01 only when events are gone");
-                        prop_assert_eq!(earliest.get(), m.earliest, "EG-01 earliestSeq");
+                        ensure_eq!(expected, "gone", "EG-01 only when events are gone");
+                        ensure_eq!(earliest.get(), m.earliest, "EG-01 earliestSeq");
                     }
                     Ok(start) => {
                         let kind = match start {
@@ -186,20 +240,18 @@ fn run(ops: &[Op], max_events: u32) -> Result<(), TestCaseError> {
                             Resume::Live { .. } => "live",
                             Resume::Complete => "complete",
                         };
-                        prop_assert_eq!(kind, expected);
+                        ensure_eq!(kind, expected);
                         match table.open(id, task, start) {
                             Ok(Opened::Streaming) => {
                                 let from = start.first_seq().unwrap().get();
-                                prop_assert_eq!(
+                                ensure_eq!(
                                     from,
                                     after.map_or(m.earliest, |a| a + 1).max(m.earliest)
                                 );
                                 streams[task] = Some((next_id - 1, from));
                             }
-                            Ok(Opened::Complete) => prop_assert_eq!(kind, "complete"),
-                            Err(e) => {
-                                return Err(TestCaseError::fail(format!("open refused: {e}")))
-                            }
+                            Ok(Opened::Complete) => ensure_eq!(kind, "complete"),
+                            Err(e) => return Err(format!("open refused: {e}")),
                         }
                     }
                 }
@@ -208,7 +260,7 @@ fn run(ops: &[Op], max_events: u32) -> Result<(), TestCaseError> {
                 let Some((id, _)) = streams[task].take() else {
                     continue;
                 };
-                prop_assert_eq!(table.cancel(&RequestId::Number(id)), Some(task), "TS-08");
+                ensure_eq!(table.cancel(&RequestId::Number(id)), Some(task), "TS-08");
             }
             Op::Pump { steps } => {
                 for _ in 0..steps {
@@ -218,12 +270,8 @@ fn run(ops: &[Op], max_events: u32) -> Result<(), TestCaseError> {
                             // Every open stream is caught up on a running task.
                             for (task, s) in streams.iter().enumerate() {
                                 if let Some((_, next)) = s {
-                                    prop_assert_eq!(
-                                        *next,
-                                        model[task].next(),
-                                        "idle while events wait"
-                                    );
-                                    prop_assert!(
+                                    ensure_eq!(*next, model[task].next(), "idle while events wait");
+                                    ensure!(
                                         !model[task].terminal,
                                         "TS-03: terminal stream left open"
                                     );
@@ -233,53 +281,32 @@ fn run(ops: &[Op], max_events: u32) -> Result<(), TestCaseError> {
                         }
                         Some(Pump::Event { task, seq }) => {
                             let Some((_, next)) = streams[task].as_mut() else {
-                                return Err(TestCaseError::fail(
-                                    "DX-04: event for a cancelled stream",
-                                ));
+                                return Err(String::from("DX-04: event for a cancelled stream"));
                             };
-                            prop_assert_eq!(seq.get(), *next, "EV-04/RS-07: no skip, no reorder");
+                            ensure_eq!(seq.get(), *next, "EV-04/RS-07: no skip, no reorder");
                             let e = rings[task].get(seq).unwrap();
-                            prop_assert_eq!(
-                                e.payload,
-                                model[task].all[seq.get() as usize].1.as_bytes()
-                            );
+                            ensure_eq!(e.payload, model[task].all[seq.get() as usize].1.as_bytes());
                             *next += 1;
                         }
                         Some(Pump::Complete { id, task }) => {
                             let Some((mid, next)) = streams[task].take() else {
-                                return Err(TestCaseError::fail("completion for a closed stream"));
+                                return Err(String::from("completion for a closed stream"));
                             };
-                            prop_assert_eq!(id, RequestId::Number(mid));
-                            prop_assert!(
-                                model[task].terminal && next == model[task].next(),
-                                "TS-03"
-                            );
+                            ensure_eq!(id, RequestId::Number(mid));
+                            ensure!(model[task].terminal && next == model[task].next(), "TS-03");
                         }
                         Some(Pump::Gone { id, task, earliest }) => {
                             let Some((mid, next)) = streams[task].take() else {
-                                return Err(TestCaseError::fail("events_gone for a closed stream"));
+                                return Err(String::from("events_gone for a closed stream"));
                             };
-                            prop_assert_eq!(id, RequestId::Number(mid));
-                            prop_assert!(
-                                next < model[task].earliest,
-                                "RS-07: gone only when dropped"
-                            );
-                            prop_assert_eq!(earliest.get(), model[task].earliest);
+                            ensure_eq!(id, RequestId::Number(mid));
+                            ensure!(next < model[task].earliest, "RS-07: gone only when dropped");
+                            ensure_eq!(earliest.get(), model[task].earliest);
                         }
                     }
                 }
             }
         }
-        let _ = Retained::EMPTY;
     }
     Ok(())
-}
-
-proptest! {
-    #![proptest_config(ProptestConfig::with_cases(512))]
-
-    #[test]
-    fn core_matches_the_model(ops in proptest::collection::vec(op(), 1..120), max_events in 1u32..8) {
-        run(&ops, max_events)?;
-    }
 }

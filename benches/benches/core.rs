@@ -1,0 +1,101 @@
+//! Core benchmarks: ring append by payload size (with `memcpy` of the same bytes as the bound
+//! beside it), the resume decision, and the pump. Throughput is reported in bytes/s.
+
+use std::hint::black_box;
+
+use criterion::{criterion_group, criterion_main, BatchSize, Criterion, Throughput};
+use taskstream_core::resume::{decide, Lifecycle, Retained};
+use taskstream_core::streams::{Progress, Pump};
+use taskstream_core::{
+    EventRing, EventType, Millis, Payload, RequestId, RetentionPolicy, Seq, StreamTable,
+};
+
+const TYPE: &str = "dev.taskstream.tick";
+
+fn payload_of(bytes: usize) -> Vec<u8> {
+    // {"i":0,"data":"xxxx…"} of exactly `bytes` bytes.
+    let overhead = r#"{"i":0,"data":""}"#.len();
+    format!(r#"{{"i":0,"data":"{}"}}"#, "x".repeat(bytes - overhead)).into_bytes()
+}
+
+fn ring_append(c: &mut Criterion) {
+    let policy = RetentionPolicy {
+        max_events: u32::MAX,
+        max_bytes: u32::MAX,
+        max_payload_bytes: u32::MAX,
+        ..RetentionPolicy::DEFAULT
+    };
+    let ty = EventType::new(TYPE).expect("valid type");
+    let mut group = c.benchmark_group("ring_append");
+    for size in [64usize, 1024, 16 * 1024] {
+        let text = payload_of(size);
+        group.throughput(Throughput::Bytes(size as u64));
+        let mut ring: Box<EventRing<1024, { 1 << 20 }>> = Box::new(EventRing::new());
+        group.bench_function(format!("{size}B"), |b| {
+            b.iter(|| {
+                let payload = Payload::new(black_box(&text)).expect("valid payload");
+                black_box(ring.append(Millis(0), ty, payload, &policy).expect("fits"))
+            })
+        });
+        // The bound: copying the same bytes, nothing else.
+        let mut dst = vec![0u8; size];
+        group.bench_function(format!("{size}B_memcpy"), |b| {
+            b.iter(|| {
+                dst.copy_from_slice(black_box(&text));
+                black_box(&dst);
+            })
+        });
+    }
+    group.finish();
+}
+
+fn resume_decision(c: &mut Criterion) {
+    let retained = Retained::new(
+        Seq::new(1000).expect("seq"),
+        Seq::new(100_000).expect("seq"),
+    )
+    .expect("range");
+    c.bench_function("resume_decide", |b| {
+        b.iter(|| {
+            black_box(decide(
+                black_box(Seq::new(50_000)),
+                black_box(retained),
+                Lifecycle::Running,
+            ))
+        })
+    });
+}
+
+fn pump(c: &mut Criterion) {
+    let progress = Progress {
+        retained: Retained::new(Seq::ZERO, Seq::new(1_000_000).expect("seq")).expect("range"),
+        lifecycle: Lifecycle::Running,
+    };
+    let mut group = c.benchmark_group("pump");
+    group.throughput(Throughput::Elements(1000));
+    group.bench_function("one_stream_per_event", |b| {
+        b.iter_batched_ref(
+            || {
+                let mut t: StreamTable<u32, 16> = StreamTable::new(16);
+                let start = decide(None, progress.retained, Lifecycle::Running).expect("start");
+                t.open(RequestId::Number(1), 0, start).expect("open");
+                t
+            },
+            |t| {
+                for _ in 0..1000 {
+                    match t.poll(|_| Some(progress)) {
+                        Some(Pump::Event { seq, .. }) => {
+                            black_box(seq);
+                        }
+                        other => panic!("unexpected {other:?}"),
+                    }
+                }
+            },
+            BatchSize::SmallInput,
+        )
+    });
+    group.finish();
+}
+
+criterion_group!(benches, ring_append, resume_decision, pump);
+criterion_main!(benches);
