@@ -5,6 +5,7 @@ use std::hint::black_box;
 
 use criterion::{criterion_group, criterion_main, BatchSize, Criterion, Throughput};
 use taskstream_core::resume::{decide, Lifecycle, Retained};
+use taskstream_core::rpc;
 use taskstream_core::streams::{Progress, Pump};
 use taskstream_core::{
     EventRing, EventType, Millis, Payload, RequestId, RetentionPolicy, Seq, StreamTable,
@@ -97,5 +98,78 @@ fn pump(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, ring_append, resume_decision, pump);
+fn serialise_event(c: &mut Criterion) {
+    let payload = payload_of(300);
+    let task_id = "0f9e8d7c6b5a49382716051423324150";
+    let event = rpc::EventNotification {
+        task_id,
+        seq: Seq::new(12_345).expect("seq"),
+        event_type: TYPE,
+        payload: &payload,
+    };
+    let len = rpc::event_len(&event);
+    let mut out = vec![0u8; len];
+    let mut group = c.benchmark_group("serialise_event_300B");
+    group.throughput(Throughput::Bytes(len as u64));
+    group.bench_function("taskstream_splice", |b| {
+        b.iter(|| black_box(rpc::write_event(black_box(&event), &mut out).expect("fits")))
+    });
+    // The same notification through serde_json, payload as a parsed value (the usual way).
+    let value: serde_json::Value = serde_json::from_slice(&payload).expect("json");
+    let mut sink = Vec::with_capacity(len * 2);
+    group.bench_function("serde_json_value", |b| {
+        b.iter(|| {
+            sink.clear();
+            let msg = serde_json::json!({
+                "jsonrpc": "2.0",
+                "method": "notifications/tasks/event",
+                "params": {
+                    "seq": 12_345,
+                    "taskId": task_id,
+                    "type": TYPE,
+                    "payload": &value,
+                    "_meta": {"io.modelcontextprotocol/related-task": {"taskId": task_id}},
+                },
+            });
+            serde_json::to_writer(&mut sink, black_box(&msg)).expect("write");
+            black_box(sink.len())
+        })
+    });
+    group.bench_function("memcpy_bound", |b| {
+        let src = out.clone();
+        let mut dst = vec![0u8; len];
+        b.iter(|| {
+            dst.copy_from_slice(black_box(&src));
+            black_box(&dst);
+        })
+    });
+    group.finish();
+}
+
+fn parse_stream_request(c: &mut Criterion) {
+    let line = br#"{"jsonrpc":"2.0","id":17,"method":"tasks/stream","params":{"taskId":"0f9e8d7c6b5a49382716051423324150","after":41,"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{"extensions":{"io.modelcontextprotocol/tasks":{}}}}}}"#;
+    let mut group = c.benchmark_group("parse_tasks_stream");
+    group.throughput(Throughput::Bytes(line.len() as u64));
+    group.bench_function("taskstream_core", |b| {
+        b.iter(|| {
+            let mut scratch = [0u8; 256];
+            match rpc::parse(black_box(line), &mut scratch) {
+                Ok(rpc::Message::Request(r)) => {
+                    black_box(rpc::parse_stream_params(r.params.unwrap_or_default()).is_ok())
+                }
+                _ => panic!("not a request"),
+            }
+        })
+    });
+    group.finish();
+}
+
+criterion_group!(
+    benches,
+    ring_append,
+    resume_decision,
+    pump,
+    serialise_event,
+    parse_stream_request
+);
 criterion_main!(benches);

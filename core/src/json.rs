@@ -406,6 +406,329 @@ impl Scanner<'_> {
     }
 }
 
+/// One member of a JSON object, as raw text; see [`members`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Member<'a> {
+    /// The key's raw contents between its quotes, escapes not decoded (see [`unescape`] and
+    /// [`unescaped_eq`]).
+    pub key: &'a [u8],
+    /// The value's text exactly as written, without surrounding white space.
+    pub value: &'a [u8],
+    /// The kind of the value.
+    pub kind: Kind,
+}
+
+/// The members of the top-level object in `src`, in document order, duplicates included.
+///
+/// `src` should have been accepted by [`validate_object`]: this scanner trusts the syntax and
+/// only finds the spans. On any other input the iteration ends early; it never panics and
+/// never reads past `src`.
+#[must_use]
+pub fn members(src: &[u8]) -> Members<'_> {
+    let mut m = Members {
+        src,
+        pos: 0,
+        first: true,
+        done: false,
+    };
+    m.skip_ws();
+    if m.peek() == Some(b'{') {
+        m.pos += 1;
+    } else {
+        m.done = true;
+    }
+    m
+}
+
+/// The iterator returned by [`members`].
+#[derive(Clone, Debug)]
+pub struct Members<'a> {
+    src: &'a [u8],
+    pos: usize,
+    first: bool,
+    done: bool,
+}
+
+impl<'a> Members<'a> {
+    fn peek(&self) -> Option<u8> {
+        self.src.get(self.pos).copied()
+    }
+
+    fn skip_ws(&mut self) {
+        while self.peek().is_some_and(is_ws) {
+            self.pos += 1;
+        }
+    }
+
+    /// Skips a string whose opening quote is at `pos`; `None` if it never closes.
+    fn skip_string(&mut self) -> Option<()> {
+        self.pos += 1;
+        loop {
+            match self.peek()? {
+                b'\\' => self.pos += 2,
+                b'"' => {
+                    self.pos += 1;
+                    return Some(());
+                }
+                _ => self.pos += 1,
+            }
+        }
+    }
+
+    /// Skips the value starting at `pos`; `None` if the text ends inside it.
+    fn skip_value(&mut self) -> Option<()> {
+        match self.peek()? {
+            b'"' => self.skip_string(),
+            b'{' | b'[' => {
+                let mut depth = 0usize;
+                loop {
+                    match self.peek()? {
+                        b'"' => {
+                            self.skip_string()?;
+                            continue;
+                        }
+                        b'{' | b'[' => depth += 1,
+                        b'}' | b']' => {
+                            depth = depth.saturating_sub(1);
+                            if depth == 0 {
+                                self.pos += 1;
+                                return Some(());
+                            }
+                        }
+                        _ => {}
+                    }
+                    self.pos += 1;
+                }
+            }
+            _ => {
+                while self
+                    .peek()
+                    .is_some_and(|b| !is_ws(b) && !matches!(b, b',' | b'}' | b']'))
+                {
+                    self.pos += 1;
+                }
+                Some(())
+            }
+        }
+    }
+
+    fn step(&mut self) -> Option<Member<'a>> {
+        let src: &'a [u8] = self.src;
+        self.skip_ws();
+        match self.peek()? {
+            b'}' => return None,
+            b',' if !self.first => {
+                self.pos += 1;
+                self.skip_ws();
+            }
+            b'"' if self.first => {}
+            _ => return None,
+        }
+        self.first = false;
+        if self.peek()? != b'"' {
+            return None;
+        }
+        let key_start = self.pos + 1;
+        self.skip_string()?;
+        let key = src.get(key_start..self.pos - 1)?;
+        self.skip_ws();
+        if self.peek()? != b':' {
+            return None;
+        }
+        self.pos += 1;
+        self.skip_ws();
+        let value_start = self.pos;
+        let kind = match self.peek()? {
+            b'{' => Kind::Object,
+            b'[' => Kind::Array,
+            b'"' => Kind::String,
+            b't' | b'f' => Kind::Bool,
+            b'n' => Kind::Null,
+            _ => Kind::Number,
+        };
+        self.skip_value()?;
+        let value = src.get(value_start..self.pos)?;
+        Some(Member { key, value, kind })
+    }
+}
+
+impl<'a> Iterator for Members<'a> {
+    type Item = Member<'a>;
+
+    fn next(&mut self) -> Option<Member<'a>> {
+        if self.done {
+            return None;
+        }
+        let member = self.step();
+        if member.is_none() {
+            self.done = true;
+        }
+        member
+    }
+}
+
+/// The bytes of a JSON string's raw contents (between its quotes) with escapes decoded, as
+/// UTF-8; see [`unescaped`].
+#[derive(Clone, Debug)]
+pub struct Unescaped<'a> {
+    raw: &'a [u8],
+    pos: usize,
+    pending: [u8; 4],
+    pending_len: usize,
+    pending_pos: usize,
+    malformed: bool,
+}
+
+/// Decodes the escapes of `raw`, the contents of a JSON string between its quotes, byte by byte.
+///
+/// `raw` should come from a text accepted by [`validate`]; a malformed escape (only possible
+/// otherwise) ends the iteration and sets [`Unescaped::is_malformed`].
+#[must_use]
+pub fn unescaped(raw: &[u8]) -> Unescaped<'_> {
+    Unescaped {
+        raw,
+        pos: 0,
+        pending: [0; 4],
+        pending_len: 0,
+        pending_pos: 0,
+        malformed: false,
+    }
+}
+
+impl Unescaped<'_> {
+    /// Whether the iteration stopped at a malformed escape.
+    #[must_use]
+    pub fn is_malformed(&self) -> bool {
+        self.malformed
+    }
+
+    fn hex4(&mut self) -> Option<u32> {
+        let mut v = 0u32;
+        for _ in 0..4 {
+            let d = match *self.raw.get(self.pos)? {
+                c @ b'0'..=b'9' => c - b'0',
+                c @ b'a'..=b'f' => c - b'a' + 10,
+                c @ b'A'..=b'F' => c - b'A' + 10,
+                _ => return None,
+            };
+            v = (v << 4) | u32::from(d);
+            self.pos += 1;
+        }
+        Some(v)
+    }
+
+    /// Decodes the escape after a backslash at `pos - 1`.
+    fn escape(&mut self) -> Option<char> {
+        let c = *self.raw.get(self.pos)?;
+        self.pos += 1;
+        Some(match c {
+            b'"' => '"',
+            b'\\' => '\\',
+            b'/' => '/',
+            b'b' => '\u{8}',
+            b'f' => '\u{c}',
+            b'n' => '\n',
+            b'r' => '\r',
+            b't' => '\t',
+            b'u' => {
+                let unit = self.hex4()?;
+                if (0xD800..=0xDBFF).contains(&unit) {
+                    if self.raw.get(self.pos..self.pos + 2) != Some(b"\\u") {
+                        return None;
+                    }
+                    self.pos += 2;
+                    let low = self.hex4()?;
+                    if !(0xDC00..=0xDFFF).contains(&low) {
+                        return None;
+                    }
+                    char::from_u32(0x10000 + ((unit - 0xD800) << 10) + (low - 0xDC00))?
+                } else {
+                    char::from_u32(unit)?
+                }
+            }
+            _ => return None,
+        })
+    }
+}
+
+impl Iterator for Unescaped<'_> {
+    type Item = u8;
+
+    fn next(&mut self) -> Option<u8> {
+        if let Some(&b) = self
+            .pending
+            .get(self.pending_pos..self.pending_len)?
+            .first()
+        {
+            self.pending_pos += 1;
+            return Some(b);
+        }
+        if self.malformed {
+            return None;
+        }
+        let b = *self.raw.get(self.pos)?;
+        self.pos += 1;
+        if b != b'\\' {
+            return Some(b);
+        }
+        let Some(c) = self.escape() else {
+            self.malformed = true;
+            return None;
+        };
+        let len = c.encode_utf8(&mut self.pending).len();
+        self.pending_len = len;
+        self.pending_pos = 1;
+        self.pending.first().copied()
+    }
+}
+
+/// Whether the raw JSON string contents `raw` (between the quotes) decode to exactly `expected`,
+/// so that `"tasks\/stream"` matches `tasks/stream`. Needs no buffer.
+#[must_use]
+pub fn unescaped_eq(raw: &[u8], expected: &str) -> bool {
+    if !raw.contains(&b'\\') {
+        return raw == expected.as_bytes();
+    }
+    let mut it = unescaped(raw);
+    let mut want = expected.bytes();
+    loop {
+        match (it.next(), want.next()) {
+            (None, None) => return !it.is_malformed(),
+            (Some(a), Some(b)) if a == b => {}
+            _ => return false,
+        }
+    }
+}
+
+/// Decodes the raw JSON string contents `raw` (between the quotes) into `dst` and returns the
+/// text. Without escapes this is a plain copy.
+///
+/// # Errors
+/// [`JsonError::BufferTooSmall`] if the decoded text does not fit in `dst`;
+/// [`JsonError::Syntax`] for a malformed escape; [`JsonError::Utf8`] if the result is not
+/// UTF-8. Neither of the last two happens for strings of a text accepted by [`validate`].
+pub fn unescape<'d>(raw: &[u8], dst: &'d mut [u8]) -> Result<&'d str, JsonError> {
+    if !raw.contains(&b'\\') {
+        let out = dst.get_mut(..raw.len()).ok_or(JsonError::BufferTooSmall)?;
+        out.copy_from_slice(raw);
+        return core::str::from_utf8(out).map_err(|_| JsonError::Utf8);
+    }
+    let mut n = 0;
+    let mut it = unescaped(raw);
+    for b in &mut it {
+        *dst.get_mut(n).ok_or(JsonError::BufferTooSmall)? = b;
+        n += 1;
+    }
+    if it.is_malformed() {
+        return Err(JsonError::Syntax { at: it.pos });
+    }
+    let out = dst.get(..n).ok_or(JsonError::BufferTooSmall)?;
+    core::str::from_utf8(out).map_err(|_| JsonError::Utf8)
+}
+
+#[cfg(test)]
+mod scan_tests;
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -424,7 +747,7 @@ mod tests {
             let mut buf = [0u8; 256];
             let n = compact_into(src.as_bytes(), &mut buf).unwrap();
             let compact = core::str::from_utf8(&buf[..n]).unwrap();
-            assert_eq!(n, ours.unwrap().compact_len);
+            assert_eq!(Ok(n), ours.map(|v| v.compact_len));
             assert!(!compact.contains('\n'));
             let back: serde_json::Value = serde_json::from_str(compact).unwrap();
             assert_eq!(back, theirs.unwrap(), "{src:?} compacted to {compact:?}");

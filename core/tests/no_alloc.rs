@@ -8,10 +8,11 @@
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
+use taskstream_core::frame::{FeedResult, LineReader};
 use taskstream_core::resume::{decide, Lifecycle};
 use taskstream_core::streams::{Progress, Pump};
 use taskstream_core::{
-    json, EventRing, EventType, Millis, Payload, RequestId, RetentionPolicy, Seq, StreamTable,
+    json, rpc, EventRing, EventType, Millis, Payload, RequestId, RetentionPolicy, Seq, StreamTable,
 };
 
 struct Counting;
@@ -106,8 +107,53 @@ fn workload(ring: &mut Ring, table: &mut StreamTable<u8, 8>) -> u64 {
 }
 
 /// The wire half: serialising events and results, parsing requests, framing lines.
-fn serialise_and_parse(_ring: &Ring) -> u64 {
-    0
+fn serialise_and_parse(ring: &Ring) -> u64 {
+    let mut sum = 0u64;
+    let mut out = [0u8; 512];
+    for event in ring.iter_from(ring.retained().earliest()) {
+        let n = rpc::EventNotification {
+            task_id: "0f9e8d7c6b5a49382716051423324150",
+            seq: event.seq,
+            event_type: event.event_type,
+            payload: event.payload,
+        };
+        sum += rpc::write_event(&n, &mut out).map_or(0, |len| len as u64);
+    }
+    let id = RequestId::Number(42);
+    sum += rpc::write_stream_result(&id, rpc::Era::Modern, &mut out).map_or(0, |n| n as u64);
+    let gone = rpc::RpcError::events_gone("task-\"1\"", Seq::ZERO);
+    sum += rpc::write_error(Some(&id), &gone, &mut out).map_or(0, |n| n as u64);
+
+    let input: &[u8] = b"{\"jsonrpc\":\"2.0\",\"id\":7,\"method\":\"tasks\\/stream\",\"params\":{\"taskId\":\"t-1\",\"after\":41}}\n{\"jsonrpc\":\"2.0\",\"method\":\"notifications/cancelled\",\"params\":{\"requestId\":7}}\n";
+    let mut line_buf = [0u8; 256];
+    let mut reader = LineReader::new(&mut line_buf);
+    let mut rest = input;
+    loop {
+        match reader.feed(rest) {
+            FeedResult::Line { line, remaining } => {
+                let mut scratch = [0u8; 256];
+                match rpc::parse(line, &mut scratch) {
+                    Ok(rpc::Message::Request(r)) => {
+                        if let Some(params) = r.params {
+                            if let Ok(p) = rpc::parse_stream_params(params) {
+                                sum += p.after.map_or(0, Seq::get) + p.task_id.len() as u64;
+                            }
+                        }
+                    }
+                    Ok(rpc::Message::Notification(n)) => {
+                        if let Some(params) = n.params {
+                            sum += u64::from(rpc::parse_cancelled_params(params).is_ok());
+                        }
+                    }
+                    Ok(_) | Err(_) => std::process::abort(),
+                }
+                rest = remaining;
+            }
+            FeedResult::TooLong { remaining, .. } => rest = remaining,
+            FeedResult::NeedMore => break,
+        }
+    }
+    sum
 }
 
 fn main() {

@@ -1,0 +1,392 @@
+//! Parsing one incoming JSON-RPC line into a typed [`Message`] (MCP-DIGEST a.2).
+//!
+//! [`parse`] validates the whole line first, then reads only the envelope: `jsonrpc`, `id`,
+//! `method` and the raw text of `params` (or `result` / `error` for a response). Params stay
+//! text: the stream params are read by [`super::stream`], everything else by the host.
+//!
+//! Errors are classified so that the caller answers them without further thought:
+//! [`ParseError::code`] gives the JSON-RPC code, [`ParseError::id`] the id to echo (`null` when
+//! none), and [`ParseError::is_answered`] whether to answer at all.
+
+use core::fmt;
+
+use crate::id::{RequestId, MAX_REQUEST_ID_BYTES};
+use crate::json::{self, JsonError, Kind, Member};
+
+use super::error::ErrorCode;
+
+/// The scratch size that decodes every method name up to this many bytes; a method with escapes
+/// that does not fit the scratch given to [`parse`] is [`ParseError::MethodTooLong`].
+pub const MAX_METHOD_BYTES: usize = 128;
+
+/// One incoming JSON-RPC message.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Message<'a> {
+    /// A request: answer it.
+    Request(Request<'a>),
+    /// A notification: never answered.
+    Notification(Notification<'a>),
+    /// A response to a request the receiver sent; a server that sends none ignores it.
+    Response(Response<'a>),
+}
+
+/// A request: a message with an `id` and a `method`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Request<'a> {
+    /// The id to echo in the response.
+    pub id: RequestId,
+    /// The method, escapes decoded (`"tasks\/stream"` is `tasks/stream`).
+    pub method: &'a str,
+    /// The raw text of `params`, an object or an array, if present.
+    pub params: Option<&'a [u8]>,
+}
+
+/// A notification: a message with a `method` and no `id`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Notification<'a> {
+    /// The method, escapes decoded.
+    pub method: &'a str,
+    /// The raw text of `params`, an object or an array, if present.
+    pub params: Option<&'a [u8]>,
+}
+
+/// A response: a message with an `id` and either `result` or `error`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Response<'a> {
+    /// The id answered; `None` for an error response with `id: null`.
+    pub id: Option<RequestId>,
+    /// The result or the error, as raw text.
+    pub outcome: Outcome<'a>,
+}
+
+/// The body of a [`Response`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Outcome<'a> {
+    /// The raw text of `result`.
+    Result(&'a [u8]),
+    /// The raw text of `error`, an object.
+    Error(&'a [u8]),
+}
+
+/// Why a well-formed JSON text is not a valid JSON-RPC message (answered with -32600).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum InvalidMessage {
+    /// An array: a batch. Batching was removed in MCP 2025-06-18 (MCP-DIGEST a.5).
+    Batch,
+    /// A string, number, boolean or `null` instead of an object.
+    NotAnObject,
+    /// `jsonrpc` is missing or is not the string `"2.0"`.
+    Version,
+    /// `id` is `null`: never allowed in a request (MCP-DIGEST a.2).
+    IdNull,
+    /// `id` is neither a string nor an integer that fits an `i64` (a fraction, an exponent,
+    /// a boolean, an object, an array).
+    IdType,
+    /// A string `id` longer than [`MAX_REQUEST_ID_BYTES`] once decoded.
+    IdTooLong,
+    /// Neither `method` nor `result` / `error`.
+    NoMethod,
+    /// `method` is not a string.
+    MethodType,
+    /// `params` is present but neither an object nor an array.
+    ParamsType,
+    /// A response without an `id`.
+    ResponseId,
+    /// Both `method` and `result` / `error`, or both `result` and `error`.
+    Ambiguous,
+    /// `error` of a response is not an object.
+    ErrorType,
+    /// A recognised member appears twice (see the module documentation of [`super`]).
+    DuplicateMember,
+}
+
+impl InvalidMessage {
+    /// A one-line description, used as the error message.
+    #[must_use]
+    pub const fn message(self) -> &'static str {
+        match self {
+            InvalidMessage::Batch => "Invalid Request: batches are not supported",
+            InvalidMessage::NotAnObject => "Invalid Request: not a JSON object",
+            InvalidMessage::Version => "Invalid Request: jsonrpc must be \"2.0\"",
+            InvalidMessage::IdNull => "Invalid Request: id must not be null",
+            InvalidMessage::IdType => "Invalid Request: id must be a string or an integer",
+            InvalidMessage::IdTooLong => "Invalid Request: id is too long",
+            InvalidMessage::NoMethod => "Invalid Request: no method",
+            InvalidMessage::MethodType => "Invalid Request: method must be a string",
+            InvalidMessage::ParamsType => "Invalid Request: params must be an object or an array",
+            InvalidMessage::ResponseId => "Invalid Request: a response needs an id",
+            InvalidMessage::Ambiguous => {
+                "Invalid Request: exactly one of method, result and error is allowed"
+            }
+            InvalidMessage::ErrorType => "Invalid Request: error must be an object",
+            InvalidMessage::DuplicateMember => "Invalid Request: duplicate member",
+        }
+    }
+}
+
+impl fmt::Display for InvalidMessage {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.message())
+    }
+}
+
+/// Why a line is not a message this receiver can act on.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ParseError {
+    /// Not JSON: a syntax error, invalid UTF-8, or nesting deeper than [`json::MAX_DEPTH`].
+    /// Answered with -32700 and `id: null`.
+    NotJson(JsonError),
+    /// JSON, but not a valid message. Answered with -32600 and the id if one could be read.
+    Invalid {
+        /// The request's id, if it could be read.
+        id: Option<RequestId>,
+        /// What is wrong.
+        problem: InvalidMessage,
+    },
+    /// A method name with escapes whose decoded form does not fit the scratch buffer. No method
+    /// that long exists, so this is an unknown method: -32601 for a request, and nothing at all
+    /// for a notification (`id` is `None`).
+    MethodTooLong {
+        /// The request's id; `None` for a notification.
+        id: Option<RequestId>,
+    },
+}
+
+impl ParseError {
+    /// The JSON-RPC error code to answer with.
+    #[must_use]
+    pub fn code(&self) -> ErrorCode {
+        ErrorCode::from(self)
+    }
+
+    /// The id to echo in the error response; `None` means `id: null`.
+    #[must_use]
+    pub fn id(&self) -> Option<&RequestId> {
+        match self {
+            ParseError::NotJson(_) => None,
+            ParseError::Invalid { id, .. } | ParseError::MethodTooLong { id } => id.as_ref(),
+        }
+    }
+
+    /// Whether the error gets a response: always, except an unknown notification
+    /// ([`ParseError::MethodTooLong`] without an id), which JSON-RPC never answers.
+    #[must_use]
+    pub fn is_answered(&self) -> bool {
+        !matches!(self, ParseError::MethodTooLong { id: None })
+    }
+
+    /// A one-line description, used as the error message.
+    #[must_use]
+    pub const fn message(&self) -> &'static str {
+        match self {
+            ParseError::NotJson(_) => "Parse error",
+            ParseError::Invalid { problem, .. } => problem.message(),
+            ParseError::MethodTooLong { .. } => "Method not found",
+        }
+    }
+}
+
+impl fmt::Display for ParseError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ParseError::NotJson(e) => write!(f, "Parse error: {e}"),
+            other => f.write_str(other.message()),
+        }
+    }
+}
+
+impl core::error::Error for ParseError {}
+
+/// Why an `id` (or a `requestId`) could not be read.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum IdProblem {
+    Null,
+    Type,
+    TooLong,
+}
+
+impl From<IdProblem> for InvalidMessage {
+    fn from(p: IdProblem) -> Self {
+        match p {
+            IdProblem::Null => InvalidMessage::IdNull,
+            IdProblem::Type => InvalidMessage::IdType,
+            IdProblem::TooLong => InvalidMessage::IdTooLong,
+        }
+    }
+}
+
+/// Reads a JSON-RPC id from a member of a validated text: a string of at most
+/// [`MAX_REQUEST_ID_BYTES`] decoded bytes, or an integer literal that fits an `i64`.
+pub(crate) fn read_id(value: &[u8], kind: Kind) -> Result<RequestId, IdProblem> {
+    match kind {
+        Kind::Null => Err(IdProblem::Null),
+        Kind::Number => integer_i64(value)
+            .map(RequestId::Number)
+            .ok_or(IdProblem::Type),
+        Kind::String => {
+            let raw = string_contents(value).ok_or(IdProblem::Type)?;
+            let mut buf = [0u8; MAX_REQUEST_ID_BYTES];
+            match json::unescape(raw, &mut buf) {
+                Ok(s) => RequestId::try_from_str(s).map_err(|_| IdProblem::TooLong),
+                Err(JsonError::BufferTooSmall) => Err(IdProblem::TooLong),
+                Err(_) => Err(IdProblem::Type),
+            }
+        }
+        Kind::Bool | Kind::Object | Kind::Array => Err(IdProblem::Type),
+    }
+}
+
+/// An integer literal (`-?[0-9]+`, no fraction, no exponent) that fits an `i64`.
+fn integer_i64(text: &[u8]) -> Option<i64> {
+    let digits = text.strip_prefix(b"-").unwrap_or(text);
+    if digits.is_empty() || !digits.iter().all(u8::is_ascii_digit) {
+        return None;
+    }
+    core::str::from_utf8(text).ok()?.parse().ok()
+}
+
+/// The raw contents of a string value's text: without its quotes.
+pub(crate) fn string_contents(value: &[u8]) -> Option<&[u8]> {
+    value.strip_prefix(b"\"")?.strip_suffix(b"\"")
+}
+
+/// The envelope members of one message, each at most once.
+#[derive(Default)]
+struct Envelope<'a> {
+    jsonrpc: Option<Member<'a>>,
+    id: Option<Member<'a>>,
+    method: Option<Member<'a>>,
+    params: Option<Member<'a>>,
+    result: Option<Member<'a>>,
+    error: Option<Member<'a>>,
+    /// A recognised member appeared twice; `true` in `duplicate_id` if it was `id`.
+    duplicate: bool,
+    duplicate_id: bool,
+}
+
+impl<'a> Envelope<'a> {
+    fn collect(object: &'a [u8]) -> Self {
+        let mut env = Envelope::default();
+        for m in json::members(object) {
+            let slot = if json::unescaped_eq(m.key, "jsonrpc") {
+                &mut env.jsonrpc
+            } else if json::unescaped_eq(m.key, "id") {
+                if env.id.is_some() {
+                    env.duplicate_id = true;
+                }
+                &mut env.id
+            } else if json::unescaped_eq(m.key, "method") {
+                &mut env.method
+            } else if json::unescaped_eq(m.key, "params") {
+                &mut env.params
+            } else if json::unescaped_eq(m.key, "result") {
+                &mut env.result
+            } else if json::unescaped_eq(m.key, "error") {
+                &mut env.error
+            } else {
+                continue;
+            };
+            if slot.is_some() {
+                env.duplicate = true;
+            } else {
+                *slot = Some(m);
+            }
+        }
+        env
+    }
+}
+
+/// Parses one line (without its newline) into a [`Message`].
+///
+/// `scratch` is used only when the method contains escapes: it receives the decoded name,
+/// which is what [`Request::method`] then borrows. [`MAX_METHOD_BYTES`] bytes are enough for
+/// any method a receiver implements.
+///
+/// # Errors
+/// [`ParseError`], classified as described there. Never panics, whatever the bytes.
+// The error carries the request id (up to 128 bytes, inline: there is no heap to box it in),
+// exactly as the success value does, so it is no larger than what `parse` returns anyway.
+#[allow(clippy::result_large_err)]
+pub fn parse<'a>(line: &'a [u8], scratch: &'a mut [u8]) -> Result<Message<'a>, ParseError> {
+    let validated = json::validate(line).map_err(ParseError::NotJson)?;
+    let invalid = |id: Option<RequestId>, problem| ParseError::Invalid { id, problem };
+    match validated.kind {
+        Kind::Object => {}
+        Kind::Array => return Err(invalid(None, InvalidMessage::Batch)),
+        _ => return Err(invalid(None, InvalidMessage::NotAnObject)),
+    }
+    let env = Envelope::collect(line);
+
+    // Read the id first, so that every later error can echo it.
+    let id: Option<Result<RequestId, IdProblem>> = env.id.map(|m| read_id(m.value, m.kind));
+    let known_id = match &id {
+        Some(Ok(id)) if !env.duplicate_id => Some(id.clone()),
+        _ => None,
+    };
+    if env.duplicate {
+        return Err(invalid(known_id, InvalidMessage::DuplicateMember));
+    }
+    let version_ok = env
+        .jsonrpc
+        .filter(|m| m.kind == Kind::String)
+        .and_then(|m| string_contents(m.value))
+        .is_some_and(|raw| json::unescaped_eq(raw, "2.0"));
+    if !version_ok {
+        return Err(invalid(known_id, InvalidMessage::Version));
+    }
+
+    if let Some(method) = env.method {
+        if env.result.is_some() || env.error.is_some() {
+            return Err(invalid(known_id, InvalidMessage::Ambiguous));
+        }
+        let id = match id {
+            None => None,
+            Some(Ok(id)) => Some(id),
+            Some(Err(p)) => return Err(invalid(None, p.into())),
+        };
+        let raw_method = match (method.kind, string_contents(method.value)) {
+            (Kind::String, Some(raw)) => raw,
+            _ => return Err(invalid(id, InvalidMessage::MethodType)),
+        };
+        let params = match env.params {
+            None => None,
+            Some(p) if matches!(p.kind, Kind::Object | Kind::Array) => Some(p.value),
+            Some(_) => return Err(invalid(id, InvalidMessage::ParamsType)),
+        };
+        let method = if raw_method.contains(&b'\\') {
+            match json::unescape(raw_method, scratch) {
+                Ok(m) => m,
+                Err(JsonError::BufferTooSmall) => return Err(ParseError::MethodTooLong { id }),
+                Err(_) => return Err(invalid(id, InvalidMessage::MethodType)),
+            }
+        } else {
+            match core::str::from_utf8(raw_method) {
+                Ok(m) => m,
+                Err(_) => return Err(invalid(id, InvalidMessage::MethodType)),
+            }
+        };
+        return Ok(match id {
+            Some(id) => Message::Request(Request { id, method, params }),
+            None => Message::Notification(Notification { method, params }),
+        });
+    }
+
+    let outcome = match (env.result, env.error) {
+        (Some(r), None) => Outcome::Result(r.value),
+        (None, Some(e)) if e.kind == Kind::Object => Outcome::Error(e.value),
+        (None, Some(_)) => return Err(invalid(known_id, InvalidMessage::ErrorType)),
+        (Some(_), Some(_)) => return Err(invalid(known_id, InvalidMessage::Ambiguous)),
+        (None, None) => return Err(invalid(known_id, InvalidMessage::NoMethod)),
+    };
+    let id = match (id, outcome) {
+        (Some(Ok(id)), _) => Some(id),
+        // JSON-RPC: an error about a request whose id could not be read carries `id: null`.
+        (Some(Err(IdProblem::Null)), Outcome::Error(_)) => None,
+        (Some(Err(p)), _) => return Err(invalid(None, p.into())),
+        (None, _) => return Err(invalid(None, InvalidMessage::ResponseId)),
+    };
+    Ok(Message::Response(Response { id, outcome }))
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,588 @@
+use super::*;
+use crate::rpc::{parse_stream_params, StreamParamsError};
+use proptest::prelude::*;
+use std::string::String;
+use std::vec::Vec;
+
+fn sid(s: &str) -> RequestId {
+    RequestId::try_from_str(s).unwrap()
+}
+
+#[track_caller]
+fn check(line: &[u8], expected: Result<Message<'_>, ParseError>) {
+    let mut scratch = [0u8; MAX_METHOD_BYTES];
+    let got = parse(line, &mut scratch);
+    assert_eq!(got, expected, "{:?}", String::from_utf8_lossy(line));
+}
+
+#[allow(clippy::result_large_err)]
+fn req<'a>(
+    id: RequestId,
+    method: &'a str,
+    params: Option<&'a str>,
+) -> Result<Message<'a>, ParseError> {
+    Ok(Message::Request(Request {
+        id,
+        method,
+        params: params.map(str::as_bytes),
+    }))
+}
+
+#[allow(clippy::result_large_err)]
+fn invalid(id: Option<RequestId>, problem: InvalidMessage) -> Result<Message<'static>, ParseError> {
+    Err(ParseError::Invalid { id, problem })
+}
+
+#[test]
+fn requests_notifications_and_responses() {
+    check(
+        br#"{"jsonrpc":"2.0","id":1,"method":"tasks/stream","params":{"taskId":"t"}}"#,
+        req(1.into(), "tasks/stream", Some(r#"{"taskId":"t"}"#)),
+    );
+    // Member order does not matter; white space inside params is kept as written.
+    check(
+        br#" { "params" : { "taskId" : "t" , "after" : 3 } , "method" : "tasks/stream" , "id" : "abc" , "jsonrpc" : "2.0" } "#,
+        req(sid("abc"), "tasks/stream", Some(r#"{ "taskId" : "t" , "after" : 3 }"#)),
+    );
+    check(
+        br#"{"jsonrpc":"2.0","id":-9223372036854775808,"method":"m","params":[1,2]}"#,
+        req(i64::MIN.into(), "m", Some("[1,2]")),
+    );
+    check(
+        br#"{"jsonrpc":"2.0","id":9223372036854775807,"method":"m"}"#,
+        req(i64::MAX.into(), "m", None),
+    );
+    check(
+        br#"{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":1}}"#,
+        Ok(Message::Notification(Notification {
+            method: "notifications/cancelled",
+            params: Some(br#"{"requestId":1}"#),
+        })),
+    );
+    check(
+        br#"{"jsonrpc":"2.0","id":7,"result":{"x":1}}"#,
+        Ok(Message::Response(Response {
+            id: Some(7.into()),
+            outcome: Outcome::Result(br#"{"x":1}"#),
+        })),
+    );
+    check(
+        br#"{"jsonrpc":"2.0","id":null,"error":{"code":-32700,"message":"m"}}"#,
+        Ok(Message::Response(Response {
+            id: None,
+            outcome: Outcome::Error(br#"{"code":-32700,"message":"m"}"#),
+        })),
+    );
+    // Unknown members are ignored, wherever they are.
+    check(
+        br#"{"x":[1,{"y":"}"}],"jsonrpc":"2.0","id":2,"method":"ping","z":null}"#,
+        req(2.into(), "ping", None),
+    );
+}
+
+#[test]
+fn escapes_are_decoded_in_method_id_and_keys() {
+    check(
+        br#"{"jsonrpc":"2.0","id":1,"method":"tasks\/stream"}"#,
+        req(1.into(), "tasks/stream", None),
+    );
+    check(
+        br#"{"jsonrpc":"2.0","id":1,"method":"\u0074asks/str\u0065am"}"#,
+        req(1.into(), "tasks/stream", None),
+    );
+    check(
+        br#"{"jsonrpc":"2\u002e0","i\u0064":"a\"b\\c\u00e9\ud83d\ude00","m\u0065thod":"m"}"#,
+        req(sid("a\"b\\c\u{e9}\u{1f600}"), "m", None),
+    );
+    // A key that only looks like a known one after decoding is that key.
+    check(
+        br#"{"jsonrpc":"2.0","id":1,"method":"a","\u006dethod":"b"}"#,
+        invalid(Some(1.into()), InvalidMessage::DuplicateMember),
+    );
+}
+
+#[test]
+fn not_json_is_a_parse_error_with_null_id() {
+    // -32700 (MCP-DIGEST a.2; INTERFACE Errors).
+    for line in [
+        &b""[..],
+        b" ",
+        b"{",
+        b"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"m\"",
+        b"{\"x\":tru,\"id\":2}",
+        b"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"m\"} x",
+        b"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"m\",}",
+        b"{'jsonrpc':'2.0'}",
+        b"{\"a\":\"\\ud800\"}",
+        b"{\"a\":\"\t\"}",
+        b"{\"a\":1e400}",
+    ] {
+        let mut scratch = [0u8; 16];
+        let err = parse(line, &mut scratch).unwrap_err();
+        assert!(
+            matches!(err, ParseError::NotJson(JsonError::Syntax { .. })),
+            "{line:?}: {err:?}"
+        );
+        assert_eq!(err.code(), ErrorCode::ParseError);
+        assert_eq!(err.id(), None);
+        assert!(err.is_answered());
+    }
+    check(
+        b"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"\xff\"}",
+        Err(ParseError::NotJson(JsonError::Utf8)),
+    );
+    check(
+        b"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"\xed\xa0\x80\"}",
+        Err(ParseError::NotJson(JsonError::Utf8)),
+    );
+}
+
+#[test]
+fn deep_nesting_and_huge_numbers_are_refused_without_recursion() {
+    // 100 000 levels: refused by the iterative validator, as serde_json refuses them.
+    let deep = "[".repeat(100_000);
+    check(
+        deep.as_bytes(),
+        Err(ParseError::NotJson(JsonError::TooDeep)),
+    );
+    let deep_params = std::format!(
+        r#"{{"jsonrpc":"2.0","id":1,"method":"m","params":{{"a":{}{}}}}}"#,
+        "[".repeat(100_000),
+        "]".repeat(100_000)
+    );
+    check(
+        deep_params.as_bytes(),
+        Err(ParseError::NotJson(JsonError::TooDeep)),
+    );
+    assert!(serde_json::from_str::<serde_json::Value>(&deep_params).is_err());
+
+    // A 10 000-digit number overflows an f64: not JSON any reader can take (serde_json agrees).
+    let digits = "9".repeat(10_000);
+    let line = std::format!(r#"{{"jsonrpc":"2.0","id":{digits},"method":"m"}}"#);
+    assert!(matches!(
+        parse(line.as_bytes(), &mut [0u8; 8]),
+        Err(ParseError::NotJson(JsonError::Syntax { .. }))
+    ));
+    assert!(serde_json::from_str::<serde_json::Value>(&line).is_err());
+    // 300 digits is still a (float) JSON number, but not an integer id.
+    let line = std::format!(
+        r#"{{"jsonrpc":"2.0","id":{},"method":"m"}}"#,
+        "9".repeat(300)
+    );
+    check(line.as_bytes(), invalid(None, InvalidMessage::IdType));
+    // 10 000 digits with a fraction stay a finite number: accepted in params.
+    let line =
+        std::format!(r#"{{"jsonrpc":"2.0","id":1,"method":"m","params":{{"n":0.{digits}}}}}"#);
+    let mut scratch = [0u8; 8];
+    assert!(matches!(
+        parse(line.as_bytes(), &mut scratch),
+        Ok(Message::Request(_))
+    ));
+}
+
+#[test]
+fn megabyte_strings() {
+    let big = "x".repeat(1 << 20);
+    // A 1 MiB task id: the line is a fine request; the stream params refuse the task id,
+    // which the host answers as an unknown task (-32602).
+    let line = std::format!(
+        r#"{{"jsonrpc":"2.0","id":1,"method":"tasks/stream","params":{{"taskId":"{big}"}}}}"#
+    );
+    let mut scratch = [0u8; MAX_METHOD_BYTES];
+    let Ok(Message::Request(r)) = parse(line.as_bytes(), &mut scratch) else {
+        panic!("not a request")
+    };
+    assert_eq!(r.method, "tasks/stream");
+    assert_eq!(
+        parse_stream_params(r.params.unwrap()),
+        Err(StreamParamsError::TaskIdTooLong)
+    );
+    // A 1 MiB id cannot be echoed: -32600 with id null.
+    let line = std::format!(r#"{{"jsonrpc":"2.0","id":"{big}","method":"m"}}"#);
+    check(line.as_bytes(), invalid(None, InvalidMessage::IdTooLong));
+    // A 1 MiB method without escapes is borrowed from the line: an unknown method.
+    let line = std::format!(r#"{{"jsonrpc":"2.0","id":1,"method":"{big}"}}"#);
+    check(line.as_bytes(), req(1.into(), &big, None));
+    // With an escape it must be decoded, and does not fit: unknown method, -32601 ...
+    let line = std::format!(r#"{{"jsonrpc":"2.0","id":1,"method":"\/{big}"}}"#);
+    let err = parse(line.as_bytes(), &mut scratch).unwrap_err();
+    assert_eq!(err, ParseError::MethodTooLong { id: Some(1.into()) });
+    assert_eq!(
+        (err.code(), err.is_answered()),
+        (ErrorCode::MethodNotFound, true)
+    );
+    // ... and for a notification, no answer at all.
+    let line = std::format!(r#"{{"jsonrpc":"2.0","method":"\/{big}"}}"#);
+    let err = parse(line.as_bytes(), &mut scratch).unwrap_err();
+    assert_eq!(err, ParseError::MethodTooLong { id: None });
+    assert!(!err.is_answered());
+}
+
+#[test]
+fn invalid_requests_keep_the_id_when_it_could_be_read() {
+    use InvalidMessage::*;
+    let one = || Some(RequestId::from(1));
+    let cases: &[(&str, Option<RequestId>, InvalidMessage)] = &[
+        // Batches were removed in 2025-06-18 (MCP-DIGEST a.5).
+        (r#"[{"jsonrpc":"2.0","id":1,"method":"m"}]"#, None, Batch),
+        ("[]", None, Batch),
+        (r#""tasks/stream""#, None, NotAnObject),
+        ("1", None, NotAnObject),
+        ("null", None, NotAnObject),
+        ("true", None, NotAnObject),
+        (r#"{"jsonrpc":"2.0","id":1}"#, one(), NoMethod),
+        (r#"{"jsonrpc":"2.0"}"#, None, NoMethod),
+        ("{}", None, Version),
+        (r#"{"id":1,"method":"m"}"#, one(), Version),
+        (r#"{"jsonrpc":"1.0","id":1,"method":"m"}"#, one(), Version),
+        (r#"{"jsonrpc":2.0,"id":1,"method":"m"}"#, one(), Version),
+        (r#"{"jsonrpc":"2.0 ","id":1,"method":"m"}"#, one(), Version),
+        // id: never null (MCP-DIGEST a.2); a string or an integer.
+        (r#"{"jsonrpc":"2.0","id":null,"method":"m"}"#, None, IdNull),
+        (r#"{"jsonrpc":"2.0","id":1.5,"method":"m"}"#, None, IdType),
+        (r#"{"jsonrpc":"2.0","id":1.0,"method":"m"}"#, None, IdType),
+        (r#"{"jsonrpc":"2.0","id":1e2,"method":"m"}"#, None, IdType),
+        (r#"{"jsonrpc":"2.0","id":true,"method":"m"}"#, None, IdType),
+        (r#"{"jsonrpc":"2.0","id":{},"method":"m"}"#, None, IdType),
+        (r#"{"jsonrpc":"2.0","id":[1],"method":"m"}"#, None, IdType),
+        (
+            r#"{"jsonrpc":"2.0","id":9223372036854775808,"method":"m"}"#,
+            None,
+            IdType,
+        ),
+        (
+            r#"{"jsonrpc":"2.0","id":-9223372036854775809,"method":"m"}"#,
+            None,
+            IdType,
+        ),
+        (r#"{"jsonrpc":"2.0","id":1,"method":5}"#, one(), MethodType),
+        (
+            r#"{"jsonrpc":"2.0","id":1,"method":null}"#,
+            one(),
+            MethodType,
+        ),
+        (
+            r#"{"jsonrpc":"2.0","id":1,"method":["m"]}"#,
+            one(),
+            MethodType,
+        ),
+        (
+            r#"{"jsonrpc":"2.0","id":1,"method":"m","params":"x"}"#,
+            one(),
+            ParamsType,
+        ),
+        (
+            r#"{"jsonrpc":"2.0","id":1,"method":"m","params":null}"#,
+            one(),
+            ParamsType,
+        ),
+        (
+            r#"{"jsonrpc":"2.0","id":1,"method":"m","params":3}"#,
+            one(),
+            ParamsType,
+        ),
+        (
+            r#"{"jsonrpc":"2.0","method":"m","params":true}"#,
+            None,
+            ParamsType,
+        ),
+        (
+            r#"{"jsonrpc":"2.0","id":1,"method":"m","result":{}}"#,
+            one(),
+            Ambiguous,
+        ),
+        (
+            r#"{"jsonrpc":"2.0","id":1,"result":{},"error":{}}"#,
+            one(),
+            Ambiguous,
+        ),
+        (r#"{"jsonrpc":"2.0","id":1,"error":"e"}"#, one(), ErrorType),
+        (r#"{"jsonrpc":"2.0","result":{}}"#, None, ResponseId),
+        (r#"{"jsonrpc":"2.0","id":null,"result":{}}"#, None, IdNull),
+        // Duplicates of recognised members are refused; the id is kept unless it is the
+        // duplicate.
+        (
+            r#"{"jsonrpc":"2.0","id":1,"method":"a","method":"b"}"#,
+            one(),
+            DuplicateMember,
+        ),
+        (
+            r#"{"jsonrpc":"2.0","id":1,"id":2,"method":"m"}"#,
+            None,
+            DuplicateMember,
+        ),
+        (
+            r#"{"jsonrpc":"2.0","jsonrpc":"2.0","id":1,"method":"m"}"#,
+            one(),
+            DuplicateMember,
+        ),
+        (
+            r#"{"jsonrpc":"2.0","id":1,"method":"m","params":{},"params":{}}"#,
+            one(),
+            DuplicateMember,
+        ),
+    ];
+    for (line, id, problem) in cases {
+        check(line.as_bytes(), invalid(id.clone(), *problem));
+        let mut scratch = [0u8; 16];
+        let err = parse(line.as_bytes(), &mut scratch).unwrap_err();
+        assert_eq!(err.code(), ErrorCode::InvalidRequest, "{line}");
+        assert_eq!(err.id(), id.as_ref(), "{line}");
+        assert!(err.is_answered());
+        // serde_json agrees that each of these is JSON.
+        assert!(
+            serde_json::from_str::<serde_json::Value>(line).is_ok(),
+            "{line}"
+        );
+    }
+    // Duplicates among members we do not read are not our business.
+    check(
+        br#"{"jsonrpc":"2.0","id":1,"method":"m","_x":1,"_x":2}"#,
+        req(1.into(), "m", None),
+    );
+}
+
+#[test]
+fn string_ids_are_bounded_after_decoding() {
+    let max = "i".repeat(MAX_REQUEST_ID_BYTES);
+    let line = std::format!(r#"{{"jsonrpc":"2.0","id":"{max}","method":"m"}}"#);
+    check(line.as_bytes(), req(sid(&max), "m", None));
+    let over = "i".repeat(MAX_REQUEST_ID_BYTES + 1);
+    let line = std::format!(r#"{{"jsonrpc":"2.0","id":"{over}","method":"m"}}"#);
+    check(line.as_bytes(), invalid(None, InvalidMessage::IdTooLong));
+    // 6 escaped bytes decode to one: 128 of them fit.
+    let escaped = r"\u0041".repeat(MAX_REQUEST_ID_BYTES);
+    let line = std::format!(r#"{{"jsonrpc":"2.0","id":"{escaped}","method":"m"}}"#);
+    check(line.as_bytes(), req(sid(&"A".repeat(128)), "m", None));
+    check(
+        br#"{"jsonrpc":"2.0","id":"","method":"m"}"#,
+        req(sid(""), "m", None),
+    );
+    check(
+        br#"{"jsonrpc":"2.0","id":-0,"method":"m"}"#,
+        req(0.into(), "m", None),
+    );
+}
+
+#[test]
+fn method_scratch_is_only_needed_for_escapes() {
+    let line = br#"{"jsonrpc":"2.0","id":1,"method":"tasks/stream"}"#;
+    assert_eq!(parse(line, &mut []), req(1.into(), "tasks/stream", None));
+    let line = br#"{"jsonrpc":"2.0","id":1,"method":"tasks\/stream"}"#;
+    assert_eq!(
+        parse(line, &mut [0u8; 11]),
+        Err(ParseError::MethodTooLong { id: Some(1.into()) })
+    );
+    assert_eq!(
+        parse(line, &mut [0u8; 12]),
+        req(1.into(), "tasks/stream", None)
+    );
+}
+
+// ---- Property tests: an independent classifier on serde_json::Value as the oracle. ----
+
+/// What the oracle expects, from serde_json's view of the line (no duplicate keys generated).
+#[derive(Debug, PartialEq)]
+enum Class {
+    Request(RequestId, String, Option<serde_json::Value>),
+    Notification(String, Option<serde_json::Value>),
+    Response(Option<RequestId>, bool),
+    Invalid(Option<RequestId>, InvalidMessage),
+}
+
+fn oracle_id(v: &serde_json::Value) -> Result<RequestId, IdProblem> {
+    match v {
+        serde_json::Value::Null => Err(IdProblem::Null),
+        serde_json::Value::Number(n) => {
+            // An integer literal: serde_json keeps those as i64/u64; floats (1.0, 1e2) are f64.
+            n.as_i64()
+                .filter(|_| !n.is_f64())
+                .map(RequestId::Number)
+                .ok_or(IdProblem::Type)
+        }
+        serde_json::Value::String(s) => RequestId::try_from_str(s).map_err(|_| IdProblem::TooLong),
+        _ => Err(IdProblem::Type),
+    }
+}
+
+fn oracle(line: &str) -> Class {
+    use serde_json::Value;
+    use InvalidMessage::*;
+    let v: Value = serde_json::from_str(line).unwrap();
+    let obj = match v {
+        Value::Object(o) => o,
+        Value::Array(_) => return Class::Invalid(None, Batch),
+        _ => return Class::Invalid(None, NotAnObject),
+    };
+    let id = obj.get("id").map(oracle_id);
+    let known = id.clone().and_then(Result::ok);
+    if obj.get("jsonrpc") != Some(&Value::String("2.0".into())) {
+        return Class::Invalid(known, Version);
+    }
+    if let Some(method) = obj.get("method") {
+        if obj.contains_key("result") || obj.contains_key("error") {
+            return Class::Invalid(known, Ambiguous);
+        }
+        let id = match id {
+            None => None,
+            Some(Ok(id)) => Some(id),
+            Some(Err(p)) => return Class::Invalid(None, p.into()),
+        };
+        let Value::String(method) = method else {
+            return Class::Invalid(id, MethodType);
+        };
+        let params = match obj.get("params") {
+            None => None,
+            Some(p @ (Value::Object(_) | Value::Array(_))) => Some(p.clone()),
+            Some(_) => return Class::Invalid(id, ParamsType),
+        };
+        return match id {
+            Some(id) => Class::Request(id, method.clone(), params),
+            None => Class::Notification(method.clone(), params),
+        };
+    }
+    let is_error = match (obj.get("result"), obj.get("error")) {
+        (Some(_), None) => false,
+        (None, Some(Value::Object(_))) => true,
+        (None, Some(_)) => return Class::Invalid(known, ErrorType),
+        (Some(_), Some(_)) => return Class::Invalid(known, Ambiguous),
+        (None, None) => return Class::Invalid(known, NoMethod),
+    };
+    match (id, is_error) {
+        (Some(Ok(id)), _) => Class::Response(Some(id), is_error),
+        (Some(Err(IdProblem::Null)), true) => Class::Response(None, true),
+        (Some(Err(p)), _) => Class::Invalid(None, p.into()),
+        (None, _) => Class::Invalid(None, ResponseId),
+    }
+}
+
+fn ours(line: &str) -> Class {
+    let mut scratch = [0u8; MAX_METHOD_BYTES];
+    let value = |raw: &[u8]| serde_json::from_slice::<serde_json::Value>(raw).unwrap();
+    match parse(line.as_bytes(), &mut scratch) {
+        Ok(Message::Request(r)) => Class::Request(r.id, r.method.into(), r.params.map(value)),
+        Ok(Message::Notification(n)) => Class::Notification(n.method.into(), n.params.map(value)),
+        Ok(Message::Response(r)) => {
+            if let Outcome::Error(raw) = r.outcome {
+                assert!(value(raw).is_object());
+            }
+            Class::Response(r.id, matches!(r.outcome, Outcome::Error(_)))
+        }
+        Err(ParseError::Invalid { id, problem }) => Class::Invalid(id, problem),
+        Err(e) => panic!("{line}: unexpected {e:?}"),
+    }
+}
+
+fn member(key: &'static str, values: &'static [&'static str]) -> BoxedStrategy<Option<String>> {
+    let keys: &'static [&'static str] = match key {
+        "jsonrpc" => &["jsonrpc", "json\\u0072pc"],
+        "id" => &["id", "\\u0069d"],
+        "method" => &["method", "m\\u0065thod"],
+        _ => &["params", "result", "error", "_meta"],
+    };
+    let k = proptest::sample::select(keys);
+    let v = proptest::sample::select(values);
+    proptest::option::of(
+        (k, v, "[ \t]{0,2}").prop_map(|(k, v, ws)| std::format!("\"{k}\"{ws}:{ws}{v}")),
+    )
+    .boxed()
+}
+
+fn envelope() -> impl Strategy<Value = String> {
+    let jsonrpc = member(
+        "jsonrpc",
+        &[r#""2.0""#, r#""2\u002e0""#, r#""1.0""#, "2.0", "null"],
+    );
+    let id = member(
+        "id",
+        &[
+            "1",
+            "-7",
+            "0",
+            r#""abc""#,
+            r#""a\"b""#,
+            "null",
+            "1.5",
+            "1.0",
+            "1e2",
+            "true",
+            "{}",
+            "[]",
+            "99999999999999999999",
+            r#""""#,
+        ],
+    );
+    let method = member(
+        "method",
+        &[
+            r#""tasks/stream""#,
+            r#""tasks\/stream""#,
+            r#""\u00e9""#,
+            "5",
+            "null",
+            "{}",
+        ],
+    );
+    let rest = member(
+        "other",
+        &[
+            "{}",
+            "[]",
+            r#"{"taskId":"t","after":1}"#,
+            r#""x""#,
+            "null",
+            "1",
+            r#"{"code":1,"message":"m"}"#,
+        ],
+    );
+    (jsonrpc, id, method, rest, any::<u64>()).prop_map(|(a, b, c, d, seed)| {
+        let mut parts: Vec<String> = [a, b, c, d].into_iter().flatten().collect();
+        // A seeded shuffle: member order must not matter.
+        let mut s = seed;
+        for i in (1..parts.len()).rev() {
+            s = s
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            parts.swap(i, (s >> 33) as usize % (i + 1));
+        }
+        std::format!("{{{}}}", parts.join(","))
+    })
+}
+
+proptest! {
+    #[test]
+    fn classification_agrees_with_a_serde_json_oracle(line in envelope()) {
+        prop_assert_eq!(ours(&line), oracle(&line), "{}", line);
+    }
+
+    #[test]
+    fn parse_errors_agree_with_serde_json_on_mutated_lines(
+        line in envelope(),
+        edits in proptest::collection::vec((any::<usize>(), any::<u8>(), 0..3u8), 1..4),
+    ) {
+        let mut bytes = line.into_bytes();
+        for (at, b, op) in edits {
+            let at = at % (bytes.len() + 1);
+            match op {
+                0 => bytes.insert(at, b),
+                1 if at < bytes.len() => { bytes.remove(at); }
+                _ if at < bytes.len() => bytes[at] = b,
+                _ => bytes.push(b),
+            }
+        }
+        let mut scratch = [0u8; MAX_METHOD_BYTES];
+        let ours_not_json = matches!(parse(&bytes, &mut scratch), Err(ParseError::NotJson(_)));
+        let theirs_not_json = serde_json::from_slice::<serde_json::Value>(&bytes).is_err();
+        prop_assert_eq!(ours_not_json, theirs_not_json, "{:?}", String::from_utf8_lossy(&bytes));
+    }
+
+    #[test]
+    fn arbitrary_bytes_never_panic_and_parse_errors_agree(
+        bytes in proptest::collection::vec(any::<u8>(), 0..200),
+    ) {
+        let mut scratch = [0u8; 8];
+        let ours_not_json = matches!(parse(&bytes, &mut scratch), Err(ParseError::NotJson(_)));
+        let theirs_not_json = serde_json::from_slice::<serde_json::Value>(&bytes).is_err();
+        prop_assert_eq!(ours_not_json, theirs_not_json);
+    }
+}
