@@ -1,0 +1,1 @@
+"""One module per bundled trace; each has build() -> list of JSON lines (header first)."""
