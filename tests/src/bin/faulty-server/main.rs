@@ -1,0 +1,111 @@
+//! `faulty-server`: a small in-memory MCP server on stdio that implements just what the
+//! conformance suite uses, in both eras (`server/discover`, `initialize`, `tools/list`,
+//! `tools/call` of `emit` as a task, `tasks/get`, `tasks/cancel`, `tasks/stream` with replay,
+//! live delivery, cancellation and `events_gone`), correctly, unless told with `--fault NAME`
+//! to break one rule. The suite's own tests run the suite against it, once per fault.
+//!
+//! ```text
+//! faulty-server [--fault NAME]... [--max-events N] [--max-streams N] [--list-faults]
+//! ```
+
+mod fault;
+mod server;
+mod task;
+
+use std::io::{self, BufRead};
+use std::sync::mpsc::{self, RecvTimeoutError};
+use std::thread;
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
+
+use fault::{Faults, FAULTS};
+use server::{Options, Server};
+
+const USAGE: &str = "\
+Usage: faulty-server [--fault NAME]... [--max-events N] [--max-streams N] [--list-faults]
+
+An MCP server on stdin/stdout with one tool, emit {count, interval_ms?, payload_bytes?, fail_at?},
+that breaks SEP-2694 in the ways named by --fault (none by default).
+  --max-events N    events retained per task (default 10000)
+  --max-streams N   concurrent streams per connection (default 8)
+";
+
+fn main() {
+    let opts = match parse(std::env::args().skip(1)) {
+        Ok(Some(opts)) => opts,
+        Ok(None) => return,
+        Err(message) => {
+            eprintln!("faulty-server: {message}\n\n{USAGE}");
+            std::process::exit(2);
+        }
+    };
+    let (tx, rx) = mpsc::channel::<String>();
+    thread::spawn(move || {
+        for line in io::stdin().lock().lines() {
+            let Ok(line) = line else {
+                break;
+            };
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    let seed = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_nanos() as u64)
+        .unwrap_or_default()
+        ^ u64::from(std::process::id());
+    let mut server = Server::new(opts, io::stdout().lock(), seed);
+    loop {
+        let line = match server.next_due() {
+            Some(due) => rx.recv_timeout(due.saturating_duration_since(Instant::now())),
+            None => rx.recv().map_err(|_| RecvTimeoutError::Disconnected),
+        };
+        match line {
+            Ok(line) => server.handle_line(&line),
+            Err(RecvTimeoutError::Timeout) => {}
+            // stdin closed: exit, as MCP servers on stdio should.
+            Err(RecvTimeoutError::Disconnected) => return,
+        }
+        server.fire_timers(Instant::now());
+    }
+}
+
+fn parse(mut args: impl Iterator<Item = String>) -> Result<Option<Options>, String> {
+    let mut opts = Options {
+        faults: Faults::default(),
+        max_events: 10_000,
+        max_streams: 8,
+    };
+    while let Some(arg) = args.next() {
+        let mut value = |flag: &str| args.next().ok_or(format!("{flag} needs a value"));
+        match arg.as_str() {
+            "--fault" => {
+                for name in value("--fault")?.split(',') {
+                    opts.faults.add(name.trim())?;
+                }
+            }
+            "--max-events" => {
+                opts.max_events = value("--max-events")?
+                    .parse()
+                    .map_err(|_| "--max-events needs a number")?;
+            }
+            "--max-streams" => {
+                opts.max_streams = value("--max-streams")?
+                    .parse()
+                    .map_err(|_| "--max-streams needs a number")?;
+            }
+            "--list-faults" => {
+                for (name, _, what) in FAULTS {
+                    println!("{name:<26} {what}");
+                }
+                return Ok(None);
+            }
+            "-h" | "--help" => {
+                print!("{USAGE}");
+                return Ok(None);
+            }
+            other => return Err(format!("unknown argument {other:?}")),
+        }
+    }
+    Ok(Some(opts))
+}

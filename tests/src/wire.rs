@@ -1,0 +1,208 @@
+//! The server under test as a child process: lines out on its stdin, lines in from its stdout,
+//! each read with a deadline.
+//!
+//! A reader thread turns stdout into a channel of [`Incoming`] items, so a wait is a
+//! `recv_timeout` and never a sleep. stderr is drained by another thread, which keeps its start
+//! (echoed when verbose), because a server may log there freely (MCP digest, a.5). This module
+//! knows newline framing and JSON syntax, nothing of MCP.
+
+use std::io::{self, BufRead, BufReader, Read, Write};
+use std::process::{Child, ChildStdin, Command, Stdio};
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
+use std::sync::{Arc, Mutex};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+/// How much of the server's stderr is kept for error messages: the start of it.
+const STDERR_KEPT_BYTES: usize = 4096;
+
+/// One item read from the server's stdout.
+#[derive(Debug)]
+pub(crate) enum Incoming {
+    /// A line that parsed as JSON.
+    Message(Value),
+    /// A line that did not (kept for the verbose log).
+    Garbage(String),
+    /// stdout reached end of file: the server is gone.
+    Closed,
+}
+
+/// A running server process.
+pub(crate) struct Server {
+    child: Child,
+    stdin: Option<ChildStdin>,
+    lines: Receiver<Incoming>,
+    stderr_kept: Arc<Mutex<Vec<u8>>>,
+    /// Signalled when stderr reaches end of file.
+    stderr_done: Receiver<()>,
+    label: String,
+    verbose: bool,
+    closed: bool,
+}
+
+impl Server {
+    /// Starts `command` (program first) with piped stdio. `label` names it in the verbose log.
+    ///
+    /// # Errors
+    ///
+    /// The spawn error, or `InvalidInput` for an empty command.
+    pub(crate) fn spawn(command: &[String], label: &str, verbose: bool) -> io::Result<Server> {
+        let Some((program, args)) = command.split_first() else {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "empty server command",
+            ));
+        };
+        let mut child = Command::new(program)
+            .args(args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()?;
+        let stdin = child.stdin.take();
+        let (tx, lines) = mpsc::channel();
+        if let Some(stdout) = child.stdout.take() {
+            thread::spawn(move || {
+                let mut reader = BufReader::new(stdout);
+                let mut buf = Vec::new();
+                loop {
+                    buf.clear();
+                    match reader.read_until(b'\n', &mut buf) {
+                        Ok(0) | Err(_) => break,
+                        Ok(_) => {}
+                    }
+                    let text = String::from_utf8_lossy(&buf);
+                    let text = text.trim_end_matches(['\n', '\r']);
+                    if text.trim().is_empty() {
+                        continue;
+                    }
+                    let item = match serde_json::from_str::<Value>(text) {
+                        Ok(value) => Incoming::Message(value),
+                        Err(_) => Incoming::Garbage(text.to_owned()),
+                    };
+                    if tx.send(item).is_err() {
+                        return;
+                    }
+                }
+                let _ = tx.send(Incoming::Closed);
+            });
+        }
+        let stderr_kept = Arc::new(Mutex::new(Vec::new()));
+        let (done, stderr_done) = mpsc::channel();
+        if let Some(stderr) = child.stderr.take() {
+            let kept = Arc::clone(&stderr_kept);
+            let echo = verbose.then(|| label.to_owned());
+            thread::spawn(move || {
+                drain_stderr(stderr, &kept, echo.as_deref());
+                let _ = done.send(());
+            });
+        }
+        Ok(Server {
+            child,
+            stdin,
+            lines,
+            stderr_kept,
+            stderr_done,
+            label: label.to_owned(),
+            verbose,
+            closed: false,
+        })
+    }
+
+    /// Writes one message as one line.
+    ///
+    /// # Errors
+    ///
+    /// The write error (typically a broken pipe once the server has exited).
+    pub(crate) fn send(&mut self, line: &str) -> io::Result<()> {
+        if self.verbose {
+            eprintln!("[{}] > {}", self.label, line);
+        }
+        let Some(stdin) = self.stdin.as_mut() else {
+            return Err(io::Error::new(io::ErrorKind::BrokenPipe, "stdin closed"));
+        };
+        stdin.write_all(line.as_bytes())?;
+        stdin.write_all(b"\n")?;
+        stdin.flush()
+    }
+
+    /// The next item from stdout, or `None` once `deadline` has passed. After [`Incoming::Closed`]
+    /// every call answers `Closed` at once.
+    pub(crate) fn recv(&mut self, deadline: Instant) -> Option<Incoming> {
+        if self.closed {
+            return Some(Incoming::Closed);
+        }
+        let wait = deadline.saturating_duration_since(Instant::now());
+        let item = match self.lines.recv_timeout(wait) {
+            Ok(item) => item,
+            Err(RecvTimeoutError::Timeout) => return None,
+            Err(RecvTimeoutError::Disconnected) => Incoming::Closed,
+        };
+        if self.verbose {
+            match &item {
+                Incoming::Message(value) => eprintln!("[{}] < {}", self.label, value),
+                Incoming::Garbage(text) => eprintln!("[{}] < (not JSON) {}", self.label, text),
+                Incoming::Closed => eprintln!("[{}] < (stdout closed)", self.label),
+            }
+        }
+        if matches!(item, Incoming::Closed) {
+            self.closed = true;
+        }
+        Some(item)
+    }
+
+    /// The first line the server wrote to stderr (of what is kept), for an error message: where
+    /// a server explains why it stopped. Once the server has exited, its last words may still
+    /// be on their way: they are awaited briefly.
+    pub(crate) fn stderr_head(&self) -> String {
+        if self.closed {
+            let _ = self.stderr_done.recv_timeout(Duration::from_millis(200));
+        }
+        let kept = match self.stderr_kept.lock() {
+            Ok(kept) => kept.clone(),
+            Err(_) => Vec::new(),
+        };
+        let text = String::from_utf8_lossy(&kept);
+        text.trim().lines().next().unwrap_or("").to_owned()
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        // Closing stdin asks a well-behaved server to exit (MCP digest, a.5); give it a moment,
+        // then make sure.
+        drop(self.stdin.take());
+        let deadline = Instant::now() + Duration::from_millis(200);
+        while Instant::now() < deadline {
+            match self.child.try_wait() {
+                Ok(Some(_)) => return,
+                Ok(None) => thread::sleep(Duration::from_millis(5)),
+                Err(_) => break,
+            }
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn drain_stderr(mut stderr: impl Read, kept: &Mutex<Vec<u8>>, echo: Option<&str>) {
+    let mut buf = [0u8; 1024];
+    loop {
+        let n = match stderr.read(&mut buf) {
+            Ok(0) | Err(_) => return,
+            Ok(n) => n,
+        };
+        let chunk = buf.get(..n).unwrap_or_default();
+        if let Some(label) = echo {
+            for line in String::from_utf8_lossy(chunk).lines() {
+                eprintln!("[{label}] stderr: {line}");
+            }
+        }
+        if let Ok(mut kept) = kept.lock() {
+            let room = STDERR_KEPT_BYTES.saturating_sub(kept.len());
+            kept.extend(chunk.iter().take(room));
+        }
+    }
+}

@@ -1,0 +1,85 @@
+//! The `taskstream-conformance` command: what it prints and how it exits.
+
+use std::process::{Command, Output};
+
+use crate::server;
+
+const SUITE: &str = env!("CARGO_BIN_EXE_taskstream-conformance");
+
+fn suite(options: &[&str], fault: Option<&str>) -> Output {
+    Command::new(SUITE)
+        .args(["--timeout-ms", "2000", "--quiet-ms", "100"])
+        .args(["--stream-probe", "12"])
+        .args(options)
+        .arg("--")
+        .args(server(fault, &[]))
+        .output()
+        .unwrap()
+}
+
+fn stdout(output: &Output) -> String {
+    String::from_utf8(output.stdout.clone()).unwrap()
+}
+
+#[test]
+fn a_failing_server_prints_the_broken_rule_and_exits_1() {
+    let output = suite(&["--era", "modern"], Some("skip-seq"));
+    let text = stdout(&output);
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.first(), Some(&"# modern era (2026-07-28)"), "{text}");
+    let fail = lines.iter().find(|line| line.starts_with("FAIL ")).unwrap();
+    assert!(fail.starts_with("FAIL EV-03: "), "{text}");
+    assert!(lines.contains(&"PASS EV-04"), "{text}");
+    assert!(
+        lines
+            .iter()
+            .any(|line| line.starts_with("SKIP RS-03b: needs --small-retention-cmd")),
+        "{text}"
+    );
+    // 34 MUST checks: EV-03 failed; TS-01, RS-06 and the four events_gone checks skipped.
+    assert_eq!(
+        lines.last(),
+        Some(&"27 passed, 1 failed, 6 skipped"),
+        "{text}"
+    );
+    assert_eq!(output.status.code(), Some(1));
+}
+
+#[test]
+fn a_correct_server_exits_0_with_the_small_retention_command() {
+    let small = format!("'{}' --max-events 5", crate::FAULTY_SERVER);
+    let output = suite(&["--era", "legacy", "--small-retention-cmd", &small], None);
+    let text = stdout(&output);
+    assert!(text.starts_with("# legacy era (2025-11-25)\n"), "{text}");
+    assert!(text.contains("\nPASS RS-03b\n"), "{text}");
+    assert!(text.contains("\nPASS SE-07 (should)\n"), "{text}");
+    assert!(
+        text.ends_with("should: 3 met, 0 warned, 0 skipped\n30 passed, 0 failed, 4 skipped\n"),
+        "{text}"
+    );
+    assert_eq!(output.status.code(), Some(0));
+}
+
+#[test]
+fn usage_errors_exit_2() {
+    for args in [&[][..], &["--era", "future", "srv"], &["--nope", "srv"]] {
+        let output = Command::new(SUITE).args(args).output().unwrap();
+        assert_eq!(output.status.code(), Some(2), "{args:?}");
+        assert!(String::from_utf8_lossy(&output.stderr).contains("Usage:"));
+    }
+    let help = Command::new(SUITE).arg("--help").output().unwrap();
+    assert_eq!(help.status.code(), Some(0));
+    assert!(stdout(&help).starts_with("Usage: taskstream-conformance"));
+}
+
+#[test]
+fn a_command_that_is_no_server_exits_2() {
+    let output = Command::new(SUITE)
+        .args(["--timeout-ms", "500", "--", "true"])
+        .output()
+        .unwrap();
+    let text = stdout(&output);
+    assert!(text.contains("ERROR modern: "), "{text}");
+    assert!(text.ends_with("0 passed, 0 failed, 68 skipped\n"), "{text}");
+    assert_eq!(output.status.code(), Some(2), "{text}");
+}
