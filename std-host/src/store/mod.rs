@@ -11,16 +11,45 @@
 //!   (written by [`Store::create_task`]) and, once terminal, ends with one for its terminal
 //!   status (written by [`Store::finish`]); the log is frozen after that.
 //!
-//! The placeholder implementation below keeps everything in memory; the durable backend (sled
-//! plus a write-ahead log with real `fdatasync`) replaces its internals, keeping this API.
+//! # How it is built
+//!
+//! | module | owns |
+//! | --- | --- |
+//! | `wal` | the write-ahead log: segment files of core records, `fdatasync`, group commit, torn-tail recovery |
+//! | `index` | sled: the materialised state reads come from (events, task records, retention floors, the checkpoint LSN) |
+//! | `engine` | the in-memory task table, per-task append locks, retention, checkpoints |
+//! | `recovery` | [`Store::open`]: lock, replay the log into sled, rebuild, fail the tasks that were running |
+//! | `fsutil` | owner-only files and dirs, directory fsync, the data dir lock |
+//!
+//! On disk (`DATA_DIR`, mode 0700, files 0600): `LOCK` (flock: one server per data dir),
+//! `wal/<LSN>.wal` (the log since the last checkpoint), `index/` (sled).
+//!
+//! Every change is a core log record (`taskstream_core::record`), written to the log first and
+//! then applied to sled. An append holds its task's lock across seq allocation, the log write,
+//! the durability wait and the sled write, so a task's records are in seq order everywhere; the
+//! seq becomes visible to readers only after that. A checkpoint (every few seconds, or after
+//! 64 MiB of log) rotates the log, flushes sled and `fdatasync`s its file, then deletes the log
+//! segments before the rotation. Recovery replays the log from the checkpoint into sled; every
+//! record is a blind write, so replaying what sled already has is harmless.
 
-use std::collections::HashMap;
+mod engine;
+mod error;
+mod fsutil;
+mod index;
+mod recovery;
+mod wal;
+
+use std::fs::File;
 use std::path::PathBuf;
-use std::sync::{Condvar, Mutex, MutexGuard};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::thread::JoinHandle;
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 use taskstream_core::{Millis, Retained, RetentionPolicy, Seq};
+
+pub use error::StoreError;
+pub use wal::{TornTail, WalError, WalStats};
 
 /// The event type of status transitions (INTERFACE.md, "Tools the server offers").
 pub const STATUS_EVENT_TYPE: &str = "dev.taskstream.task.status";
@@ -158,18 +187,6 @@ pub enum AppendError {
     Storage(StoreError),
 }
 
-/// A storage failure (I/O, corruption, a locked data dir).
-#[derive(Debug)]
-pub struct StoreError(pub String);
-
-impl std::fmt::Display for StoreError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
-impl std::error::Error for StoreError {}
-
 /// A counter that moves whenever any task gains an event or changes status; the delivery
 /// thread waits on it instead of polling.
 #[derive(Debug, Default)]
@@ -205,17 +222,54 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
-struct MemTask {
-    record: TaskRecord,
-    earliest: Seq,
-    events: Vec<StoredEvent>,
+fn lock_read<T>(m: &std::sync::RwLock<T>) -> std::sync::RwLockReadGuard<'_, T> {
+    m.read().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
+
+fn lock_write<T>(m: &std::sync::RwLock<T>) -> std::sync::RwLockWriteGuard<'_, T> {
+    m.write().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// What [`Store::open`] found and did; the server logs it.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct RecoveryReport {
+    /// Log records replayed into sled.
+    pub replayed_records: u64,
+    /// The torn or corrupt tail cut off the log, if any (expected after a crash mid-write).
+    pub torn_tail: Option<TornTail>,
+    /// Bytes of log cut off (the torn tail and any segment that did not follow on).
+    pub discarded_bytes: u64,
+    /// Whether log segments between the last checkpoint and the first remaining segment were
+    /// missing (data written in that span is lost).
+    pub wal_gap: bool,
+    /// Tasks recovered.
+    pub tasks: usize,
+    /// Tasks that were running when the previous process stopped; each now ends as `failed`
+    /// with a terminal status event.
+    pub failed_tasks: Vec<String>,
+}
+
+/// Counters of what storage did, for tests and measurements.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct StoreStats {
+    /// The write-ahead log's counters (all zero in memory).
+    pub wal: WalStats,
+    /// Checkpoints completed (each a sled flush plus `fdatasync` of sled's file).
+    pub checkpoints: u64,
+}
+
+/// The message of the terminal status event of a task that was running when the server
+/// stopped.
+pub const RESTART_FAILURE_MESSAGE: &str = "The server stopped while the task was running";
 
 /// The task store. Shared between threads behind an `Arc`.
 pub struct Store {
     config: StoreConfig,
-    tasks: Mutex<HashMap<String, MemTask>>,
-    changes: ChangeSignal,
+    inner: Arc<engine::Inner>,
+    checkpointer: Option<JoinHandle<()>>,
+    report: RecoveryReport,
+    /// The data dir lock, held for the life of the store.
+    _lock: Option<File>,
 }
 
 impl Store {
@@ -223,13 +277,10 @@ impl Store {
     /// process died ends as `failed` with a terminal status event.
     ///
     /// # Errors
-    /// [`StoreError`] if the data dir cannot be opened or is held by another server.
-    pub fn open(config: StoreConfig, _now: Millis) -> Result<Store, StoreError> {
-        Ok(Store {
-            config,
-            tasks: Mutex::new(HashMap::new()),
-            changes: ChangeSignal::default(),
-        })
+    /// [`StoreError`] if the data dir cannot be opened or is held by another server
+    /// ([`StoreError::Locked`]), or its log or sled cannot be read.
+    pub fn open(config: StoreConfig, now: Millis) -> Result<Store, StoreError> {
+        recovery::open(config, now)
     }
 
     /// The retention policy in force.
@@ -239,46 +290,28 @@ impl Store {
 
     /// The signal that moves on every change.
     pub fn changes(&self) -> &ChangeSignal {
-        &self.changes
+        &self.inner.changes
     }
 
     /// Creates a task (status `working`) and appends its first event, seq 0:
     /// `dev.taskstream.task.status` `{"status":"working"}`. Durable before it returns.
     ///
     /// # Errors
-    /// [`AppendError::Storage`] on I/O failure.
+    /// [`AppendError::Storage`] on I/O failure, a task id that exists already
+    /// ([`StoreError::DuplicateTask`]) or one a log record cannot carry (empty, over 255 bytes,
+    /// control characters: [`StoreError::Record`]).
     pub fn create_task(&self, record: TaskRecord, now: Millis) -> Result<(), AppendError> {
-        let id = record.task_id.clone();
-        lock(&self.tasks).insert(
-            id.clone(),
-            MemTask {
-                record,
-                earliest: Seq::ZERO,
-                events: Vec::new(),
-            },
-        );
-        self.push(
-            &id,
-            STATUS_EVENT_TYPE,
-            br#"{"status":"working"}"#,
-            now,
-            None,
-        )
-        .map(|_| ())
+        self.inner.create_task(record, now)
     }
 
     /// The task, if it exists (principal checks are the caller's).
     pub fn task(&self, task_id: &str) -> Option<TaskView> {
-        lock(&self.tasks).get(task_id).map(view)
+        self.inner.task(task_id)
     }
 
     /// Every task, oldest first (by creation time, then id).
     pub fn tasks(&self) -> Vec<TaskView> {
-        let mut all: Vec<TaskView> = lock(&self.tasks).values().map(view).collect();
-        all.sort_by(|a, b| {
-            (a.record.created_at, &a.record.task_id).cmp(&(b.record.created_at, &b.record.task_id))
-        });
-        all
+        self.inner.tasks()
     }
 
     /// Appends an event to a running task and returns its seq, once durable.
@@ -292,7 +325,7 @@ impl Store {
         payload: &[u8],
         now: Millis,
     ) -> Result<Seq, AppendError> {
-        self.push(task_id, event_type, payload, now, None)
+        self.inner.append(task_id, event_type, payload, now)
     }
 
     /// Moves a running task to a terminal `status`, storing its result or error, and appends
@@ -310,125 +343,74 @@ impl Store {
         error: Option<serde_json::Value>,
         now: Millis,
     ) -> Result<Seq, AppendError> {
-        let mut payload = serde_json::json!({ "status": status.as_str() });
-        if let Some(m) = &message {
-            payload["message"] = serde_json::Value::String(m.clone());
-        }
-        let bytes = serde_json::to_vec(&payload)
-            .map_err(|e| AppendError::Storage(StoreError(e.to_string())))?;
-        self.push(
-            task_id,
-            STATUS_EVENT_TYPE,
-            &bytes,
-            now,
-            Some((status, message, result, error)),
-        )
+        self.inner
+            .finish(task_id, status, message, result, error, now)
     }
 
     /// The event `seq` of a task, if retained.
     pub fn event(&self, task_id: &str, seq: Seq) -> Option<StoredEvent> {
-        let tasks = lock(&self.tasks);
-        let t = tasks.get(task_id)?;
-        let idx = usize::try_from(seq.get().checked_sub(t.earliest.get())?).ok()?;
-        t.events.get(idx).cloned()
+        self.inner.event(task_id, seq).ok().flatten()
     }
 
     /// Appends to `out` up to `max` retained events of a task from `from` on, in seq order.
+    /// Stops early at a seq no longer retained (retention ran meanwhile) or unreadable.
     pub fn read_from(&self, task_id: &str, from: Seq, max: usize, out: &mut Vec<StoredEvent>) {
-        let tasks = lock(&self.tasks);
-        if let Some(t) = tasks.get(task_id) {
-            let skip =
-                usize::try_from(from.get().saturating_sub(t.earliest.get())).unwrap_or(usize::MAX);
-            out.extend(t.events.iter().skip(skip).take(max).cloned());
-        }
+        // An unreadable event ends the batch; the error is for `try_read_from` callers.
+        let _ = self.inner.read_from(task_id, from, max, out);
+    }
+
+    /// Like [`read_from`](Self::read_from), reporting a stored event that does not decode.
+    /// Returns how many events were appended to `out`.
+    ///
+    /// # Errors
+    /// [`StoreError`] if sled fails or a stored record is corrupt; the events before it are in
+    /// `out`.
+    pub fn try_read_from(
+        &self,
+        task_id: &str,
+        from: Seq,
+        max: usize,
+        out: &mut Vec<StoredEvent>,
+    ) -> Result<usize, StoreError> {
+        self.inner.read_from(task_id, from, max, out)
     }
 
     /// Applies retention at `now`: drops events past their age or beyond the count, and removes
     /// terminal tasks past their terminal retention, from disk as well. Returns how many tasks
     /// were removed.
     pub fn sweep(&self, now: Millis) -> usize {
-        let policy = self.config.retention;
-        let mut tasks = lock(&self.tasks);
-        let before = tasks.len();
-        tasks.retain(|_, t| {
-            !(t.record.status.is_terminal()
-                && policy.is_task_expired(t.record.last_updated_at, now))
-        });
-        for t in tasks.values_mut() {
-            let drop = t
-                .events
-                .iter()
-                .take_while(|e| policy.is_expired(e.at, now))
-                .count();
-            t.events.drain(..drop);
-            t.earliest = Seq::new(t.earliest.get() + drop as u64).unwrap_or(Seq::MAX);
-        }
-        let removed = before - tasks.len();
-        drop(tasks);
-        self.changes.notify();
-        removed
+        self.inner.sweep(now)
     }
 
-    fn push(
-        &self,
-        task_id: &str,
-        event_type: &str,
-        payload: &[u8],
-        now: Millis,
-        finish: Option<(
-            TaskStatus,
-            Option<String>,
-            Option<serde_json::Value>,
-            Option<serde_json::Value>,
-        )>,
-    ) -> Result<Seq, AppendError> {
-        taskstream_core::EventType::new(event_type).map_err(AppendError::InvalidType)?;
-        let p = taskstream_core::Payload::new(payload).map_err(AppendError::InvalidPayload)?;
-        let limit = self.config.retention.max_payload_bytes;
-        if p.compact_len() > limit as usize {
-            return Err(AppendError::PayloadTooLarge {
-                size: p.compact_len(),
-                limit,
-            });
-        }
-        let mut compact = vec![0; p.compact_len()];
-        p.write_compact(&mut compact)
-            .map_err(AppendError::InvalidPayload)?;
-        let mut tasks = lock(&self.tasks);
-        let t = tasks.get_mut(task_id).ok_or(AppendError::UnknownTask)?;
-        if t.record.status.is_terminal() {
-            return Err(AppendError::Terminal);
-        }
-        let seq = Seq::new(t.earliest.get() + t.events.len() as u64).unwrap_or(Seq::MAX);
-        t.events.push(StoredEvent {
-            seq,
-            event_type: event_type.to_owned(),
-            payload: compact,
-            at: now,
-        });
-        let max = self.config.retention.max_events as usize;
-        if t.events.len() > max {
-            let drop = t.events.len() - max;
-            t.events.drain(..drop);
-            t.earliest = Seq::new(t.earliest.get() + drop as u64).unwrap_or(Seq::MAX);
-        }
-        if let Some((status, message, result, error)) = finish {
-            t.record.status = status;
-            t.record.status_message = message;
-            t.record.result = result;
-            t.record.error = error;
-            t.record.last_updated_at = now;
-        }
-        drop(tasks);
-        self.changes.notify();
-        Ok(seq)
+    /// Checkpoints now: flushes sled to the device and deletes the log it covers. (A background
+    /// thread does this every few seconds; dropping the store does it once more.)
+    ///
+    /// # Errors
+    /// [`StoreError`] if the log or sled cannot be flushed; the log is then kept.
+    pub fn checkpoint(&self) -> Result<(), StoreError> {
+        self.inner.checkpoint()
+    }
+
+    /// What [`open`](Self::open) recovered.
+    pub fn recovery(&self) -> &RecoveryReport {
+        &self.report
+    }
+
+    /// Counters of what storage did so far.
+    pub fn stats(&self) -> StoreStats {
+        self.inner.stats()
     }
 }
 
-fn view(t: &MemTask) -> TaskView {
-    let next = Seq::new(t.earliest.get() + t.events.len() as u64).unwrap_or(Seq::MAX);
-    TaskView {
-        record: t.record.clone(),
-        retained: Retained::new(t.earliest, next).unwrap_or(Retained::EMPTY),
+impl Drop for Store {
+    fn drop(&mut self) {
+        self.inner.stop_checkpointer();
+        if let Some(thread) = self.checkpointer.take() {
+            // A panicked checkpointer has nothing left to clean up.
+            let _ = thread.join();
+        }
+        // A clean close leaves sled flushed and the log short; a failure here only means the
+        // next open replays more.
+        let _ = self.inner.checkpoint();
     }
 }

@@ -1,0 +1,8 @@
+#!/usr/bin/env bash
+# Measures the store's durable append rates per --durability mode against raw write+fdatasync at
+# the same batch size, and counts real fdatasync calls with strace (when installed).
+# Usage: std-host/scripts/store-measure.sh   (from the workspace root; builds in release)
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+TASKSTREAM_STORE_MEASURE=1 cargo test --release -p taskstream --test store_durability -- \
+  --exact append_rates fdatasync_calls_follow_the_durability_mode --nocapture --test-threads 1

@@ -1,0 +1,153 @@
+//! The delivery thread: the one place that writes stream frames, status notifications and
+//! deferred `tasks/result` answers.
+//!
+//! It waits on the store's change signal, then pumps the core's stream table
+//! ([`StreamTable::poll`](taskstream_core::StreamTable::poll)) in bounded batches, reading
+//! each event from the store, never from a per-client queue: a slow reader only slows this
+//! thread (stdout blocks), never a task, and memory does not grow with the backlog. A stream
+//! that falls behind retention is answered `events_gone` by the core's rule (RS-07).
+//!
+//! Within a batch each task's progress (retained range, lifecycle) is read once and cached;
+//! the change epoch is read before the batch, so an append after a cached read still wakes the
+//! next round.
+
+use std::collections::HashMap;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Duration;
+
+use taskstream_core::streams::{Progress, Pump};
+
+use super::tasks::{self, final_answer, lifecycle, task_json, Codec};
+use super::wire::{self, ServerError};
+use super::Shared;
+use crate::log::log;
+
+/// Events written per batch before the locks are released (so requests are answered while
+/// streams flow).
+const BATCH: usize = 256;
+/// The longest sleep without a change (to notice shutdown).
+const IDLE: Duration = Duration::from_millis(500);
+
+/// Runs until shutdown.
+pub(crate) fn run(shared: &Arc<Shared>) {
+    let mut buf = Vec::new();
+    while !shared.shutdown.load(Ordering::Relaxed) && !shared.out.is_broken() {
+        let epoch = shared.store.changes().epoch();
+        let busy = pump(shared, &mut buf);
+        announce(shared);
+        if !busy {
+            shared.store.changes().wait_past(epoch, IDLE);
+        }
+    }
+}
+
+/// Writes up to [`BATCH`] stream frames; whether the batch was full (more may be ready).
+fn pump(shared: &Shared, buf: &mut Vec<u8>) -> bool {
+    let mut streams = shared.streams();
+    if streams.table.is_empty() {
+        return false;
+    }
+    let mut cache: HashMap<u128, Option<Progress>> = HashMap::new();
+    let mut out = shared.out.batch();
+    let mut written = 0;
+    while written < BATCH {
+        let step = streams.table.poll(|task| {
+            *cache.entry(task).or_insert_with(|| {
+                shared
+                    .store
+                    .task(&tasks::format_task_id(task))
+                    .map(|v| Progress {
+                        retained: v.retained,
+                        lifecycle: lifecycle(&v),
+                    })
+            })
+        });
+        let Some(step) = step else { break };
+        written += 1;
+        match step {
+            Pump::Event { task, seq } => {
+                let Some(meta) = streams.meta.get(&task) else {
+                    continue;
+                };
+                if let Some(ev) = shared.store.event(&meta.task_id, seq) {
+                    out.line(wire::event_line(
+                        buf,
+                        &meta.task_id,
+                        seq,
+                        &ev.event_type,
+                        &ev.payload,
+                    ));
+                    continue;
+                }
+                // Retention dropped the event between the snapshot and the read: the stream
+                // cannot stay gap-free, so it ends with events_gone (RS-07), never a skip.
+                let id = meta.id.clone();
+                let task_id = meta.task_id.clone();
+                streams.cancel(&id);
+                let earliest = shared
+                    .store
+                    .task(&task_id)
+                    .map_or(seq, |v| v.retained.earliest().max(seq));
+                out.line(&ServerError::EventsGone { task_id, earliest }.line(Some(&id)));
+            }
+            Pump::Complete { id, task } => {
+                // Already removed from the table: a client that reopens now is admitted.
+                if let Some(meta) = streams.meta.remove(&task) {
+                    out.line(&wire::stream_result_line(&id, meta.era));
+                }
+            }
+            Pump::Gone { id, task, earliest } => {
+                if let Some(meta) = streams.meta.remove(&task) {
+                    log!(
+                        Debug,
+                        "stream {id} of task {} fell behind retention",
+                        meta.task_id
+                    );
+                    let e = ServerError::EventsGone {
+                        task_id: meta.task_id,
+                        earliest,
+                    };
+                    out.line(&e.line(Some(&id)));
+                }
+            }
+        }
+    }
+    written == BATCH
+}
+
+/// Sends what tasks that ended since the last round owe: `notifications/tasks/status` in a
+/// legacy session, and the answers of `tasks/result` requests waiting for them.
+fn announce(shared: &Shared) {
+    let (finished, ready) = {
+        let mut pending = shared.tasks.pending();
+        if pending.finished.is_empty() {
+            return;
+        }
+        let finished = std::mem::take(&mut pending.finished);
+        let mut ready = Vec::new();
+        pending.waiters.retain(|(task, id)| {
+            let done = finished.contains(task);
+            if done {
+                ready.push((*task, id.clone()));
+            }
+            !done
+        });
+        (finished, ready)
+    };
+    let legacy = shared.legacy.load(Ordering::Relaxed);
+    for task in finished {
+        let Some(view) = shared.store.task(&tasks::format_task_id(task)) else {
+            continue;
+        };
+        if legacy {
+            let params = task_json(&view, Codec::Legacy);
+            shared
+                .out
+                .send(&wire::notification("notifications/tasks/status", &params));
+        }
+        for (_, id) in ready.iter().filter(|(t, _)| *t == task) {
+            shared.out.send(&final_answer(id, &view));
+        }
+    }
+}

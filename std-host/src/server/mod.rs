@@ -1,0 +1,567 @@
+//! `taskstream serve`: a stdio MCP server speaking both protocol eras, with Tasks and SEP-2694
+//! `tasks/stream`.
+//!
+//! Threads (see `ARCHITECTURE-server.md`):
+//! - the **reader** (the caller of [`serve`]) reads stdin line by line, classifies each line with
+//!   the core's parser, and answers every request that can be answered at once; it never waits
+//!   for a task;
+//! - one thread per **task** (and per plain tool call) runs the workload, which appends to the
+//!   store and never writes to stdout;
+//! - the **delivery** thread waits on the store's change signal and writes stream frames, status
+//!   notifications and deferred `tasks/result` answers;
+//! - the **sweep** thread applies retention once a second.
+//!
+//! All output goes through one `io::Output` (a lock and a buffer, flushed per batch).
+//!
+//! [`serve`] is the stdio loop; it only frames lines and hands each to a [`Connection`], which
+//! is the whole server minus the framing. Tests and the `server` fuzz target drive a
+//! [`Connection`] in process with any writer.
+//!
+//! | module | owns |
+//! | --- | --- |
+//! | `io` | stdin framing loop (on the core's `LineReader`), the stdout writer |
+//! | `wire` | the error type and writers (on the core's `rpc`) |
+//! | `lifecycle` | eras, `initialize`, `server/discover`, result dressing |
+//! | `tools` | tool definitions and argument validation |
+//! | `tasks` | task creation, the Tasks methods in both codecs, task threads |
+//! | `plain` | plain tool calls, progress |
+//! | `stream` | `tasks/stream` admission and cancellation |
+//! | `delivery` | the delivery thread |
+//! | `cancel` | a sleep-interruptible cancellation flag |
+//! | `guard` | the failed-lookup limit (SE-07, resume attempts) |
+
+mod cancel;
+mod delivery;
+mod guard;
+mod io;
+mod lifecycle;
+mod plain;
+mod stream;
+mod tasks;
+mod tools;
+mod wire;
+
+use std::fmt;
+use std::io::{Read, Write};
+use std::ops::ControlFlow;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Map, Value};
+use taskstream_core::rpc::{self, Message};
+use taskstream_core::RequestId;
+
+use crate::clock;
+use crate::config::ServeConfig;
+use crate::log::log;
+use crate::store::Store;
+use lifecycle::{Era, Session};
+use tasks::Codec;
+use wire::ServerError;
+
+/// Why the server stopped other than at the end of its input.
+#[derive(Debug)]
+pub enum ServeError {
+    /// Reading stdin failed.
+    Input(std::io::Error),
+    /// A helper thread could not be started.
+    Thread(std::io::Error),
+}
+
+impl fmt::Display for ServeError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ServeError::Input(e) => write!(f, "reading stdin: {e}"),
+            ServeError::Thread(e) => write!(f, "starting a thread: {e}"),
+        }
+    }
+}
+
+impl std::error::Error for ServeError {}
+
+/// State shared by the reader, the delivery thread and the task threads.
+pub(crate) struct Shared {
+    config: ServeConfig,
+    store: Arc<Store>,
+    out: io::Output,
+    server_info: Value,
+    streams: Mutex<stream::Streams>,
+    tasks: tasks::Registry,
+    plain: plain::InFlight,
+    /// Whether `initialize` selected the legacy era (read by the delivery thread).
+    legacy: AtomicBool,
+    /// The failed-lookup allowance (SE-07).
+    failures: Mutex<guard::FailedLookups>,
+    shutdown: AtomicBool,
+    /// Wakes the sweep thread at shutdown.
+    shutdown_signal: (Mutex<bool>, Condvar),
+}
+
+impl Shared {
+    fn streams(&self) -> MutexGuard<'_, stream::Streams> {
+        self.streams.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn limits(&self) -> tools::Limits {
+        tools::Limits {
+            max_payload_bytes: u64::from(self.config.retention.max_payload_bytes),
+        }
+    }
+
+    /// Writes the answer to request `id`, dressed for `era`.
+    fn reply(&self, id: &RequestId, era: Era, result: Result<Value, ServerError>) {
+        let line = match result {
+            Ok(v) => wire::response(id, &lifecycle::dress(era, v, &self.server_info)),
+            Err(e) => e.line(Some(id)),
+        };
+        self.out.send(&line);
+    }
+}
+
+/// Serves one connection: reads `input` until its end, writes to `output`, with tasks and
+/// their events in `store`. Returns at the end of the input (after flushing), or when the
+/// output is gone.
+///
+/// This is the stdio loop of `taskstream serve` (with stdin and stdout); it frames lines with
+/// the core's `LineReader` (at most `--max-message-bytes` each) and hands each to a
+/// [`Connection`].
+///
+/// # Errors
+/// [`ServeError`] if stdin fails or a helper thread cannot start.
+pub fn serve(
+    config: ServeConfig,
+    store: Arc<Store>,
+    input: impl Read,
+    output: Box<dyn Write + Send>,
+) -> Result<(), ServeError> {
+    let max_line = config.max_message_bytes;
+    let mut conn = Connection::start(config, store, output)?;
+    let read = io::read_lines(input, max_line, |line| {
+        match line {
+            io::Line::Message(bytes) => conn.handle_line(bytes),
+            io::Line::TooLong => conn.handle_overlong_line(),
+        }
+        if conn.is_output_broken() {
+            ControlFlow::Break(())
+        } else {
+            ControlFlow::Continue(())
+        }
+    });
+    log!(Info, "end of input; shutting down");
+    conn.close();
+    read.map_err(ServeError::Input)
+}
+
+/// One client connection of the server, without the framing: hand it one incoming line at a
+/// time with [`handle_line`](Self::handle_line); everything it answers or streams is written to
+/// the output given to [`start`](Self::start), one JSON-RPC message per line, from this thread
+/// (immediate answers) and from the server's own threads (stream frames, deferred answers, the
+/// results of tool calls).
+///
+/// Requests are answered exactly once, except a request cancelled with
+/// `notifications/cancelled` (no answer, DX-04) and those still open when the connection is
+/// closed (streams, plain calls, `tasks/result` waiting for a running task).
+///
+/// ```no_run
+/// use std::sync::Arc;
+/// use taskstream::config::ServeConfig;
+/// use taskstream::server::Connection;
+/// use taskstream::store::{Store, StoreConfig};
+///
+/// let config = ServeConfig::in_memory();
+/// let store = Store::open(
+///     StoreConfig { data_dir: None, durability: config.durability, retention: config.retention },
+///     taskstream::clock::now(),
+/// )?;
+/// let mut conn = Connection::start(config, Arc::new(store), Box::new(std::io::sink()))?;
+/// conn.handle_line(br#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#);
+/// conn.close();
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub struct Connection {
+    shared: Arc<Shared>,
+    session: Session,
+    delivery: Option<JoinHandle<()>>,
+    sweep: Option<JoinHandle<()>>,
+}
+
+impl Connection {
+    /// Starts a connection: its delivery and retention threads run until [`close`](Self::close)
+    /// (or drop).
+    ///
+    /// # Errors
+    /// [`ServeError::Thread`] if a helper thread cannot start.
+    pub fn start(
+        config: ServeConfig,
+        store: Arc<Store>,
+        output: Box<dyn Write + Send>,
+    ) -> Result<Connection, ServeError> {
+        let shared = Arc::new(Shared {
+            streams: Mutex::new(stream::Streams::new(config.max_streams)),
+            failures: Mutex::new(guard::FailedLookups::new(
+                config.max_failed_lookups_per_minute,
+            )),
+            config,
+            store,
+            out: io::Output::new(output),
+            server_info: lifecycle::server_info(),
+            tasks: tasks::Registry::default(),
+            plain: plain::InFlight::default(),
+            legacy: AtomicBool::new(false),
+            shutdown: AtomicBool::new(false),
+            shutdown_signal: (Mutex::new(false), Condvar::new()),
+        });
+        let delivery = std::thread::Builder::new()
+            .name("delivery".into())
+            .spawn({
+                let shared = Arc::clone(&shared);
+                move || delivery::run(&shared)
+            })
+            .map_err(ServeError::Thread)?;
+        let mut conn = Connection {
+            shared,
+            session: Session::default(),
+            delivery: Some(delivery),
+            sweep: None,
+        };
+        let sweep = std::thread::Builder::new()
+            .name("sweep".into())
+            .spawn({
+                let shared = Arc::clone(&conn.shared);
+                move || sweep(&shared)
+            })
+            .map_err(ServeError::Thread)?;
+        conn.sweep = Some(sweep);
+        log!(
+            Info,
+            "serving on stdio (principal {:?}, {})",
+            conn.shared.config.principal,
+            match &conn.shared.config.data_dir {
+                Some(d) => format!("data dir {}", d.display()),
+                None => "in memory".to_owned(),
+            }
+        );
+        Ok(conn)
+    }
+
+    /// Handles one incoming message: `line` is one line of input without its newline. A line
+    /// longer than `--max-message-bytes` is answered as [`handle_overlong_line`]
+    /// (Self::handle_overlong_line) would.
+    pub fn handle_line(&mut self, line: &[u8]) {
+        if line.len() > self.shared.config.max_message_bytes {
+            return self.handle_overlong_line();
+        }
+        self.shared.handle_line(&mut self.session, line);
+    }
+
+    /// Answers a line that was longer than `--max-message-bytes` (and was skipped): -32600 with
+    /// `data.reason` `message_too_long` and `id: null`.
+    pub fn handle_overlong_line(&mut self) {
+        let e = ServerError::Core(rpc::RpcError::MESSAGE_TOO_LONG);
+        self.shared.out.send(&e.line(None));
+    }
+
+    /// Whether writing the output failed (the client is gone); the caller stops reading.
+    pub fn is_output_broken(&self) -> bool {
+        self.shared.out.is_broken()
+    }
+
+    /// Ends the connection (the input ended): stops its running tasks (they end as they would
+    /// at a crash: failed after a restart) and plain calls, lets the delivery thread finish
+    /// its batch, flushes the output and waits for the helper threads. Open streams and
+    /// waiting `tasks/result` requests are not answered: nobody is left to read them.
+    pub fn close(mut self) {
+        self.shut_down();
+    }
+
+    fn shut_down(&mut self) {
+        let shared = &self.shared;
+        shared.shutdown.store(true, Ordering::Relaxed);
+        shared.tasks.stop_all();
+        shared.plain.stop_all();
+        shared.store.changes().notify();
+        {
+            let (lock, cond) = &shared.shutdown_signal;
+            *lock.lock().unwrap_or_else(PoisonError::into_inner) = true;
+            cond.notify_all();
+        }
+        // The delivery thread finishes its batch and stops; a batch stuck on a reader that no
+        // longer reads is not waited for.
+        if let Some(delivery) = self.delivery.take() {
+            if !shared.out.is_broken() {
+                let _ = delivery.join();
+            }
+        }
+        if let Some(sweep) = self.sweep.take() {
+            let _ = sweep.join();
+        }
+        shared.tasks.join_all();
+        shared.out.batch();
+    }
+}
+
+impl Drop for Connection {
+    fn drop(&mut self) {
+        if self.delivery.is_some() || self.sweep.is_some() {
+            self.shut_down();
+        }
+    }
+}
+
+fn sweep(shared: &Shared) {
+    let (lock, cond) = &shared.shutdown_signal;
+    let mut stopped = lock.lock().unwrap_or_else(PoisonError::into_inner);
+    loop {
+        stopped = cond
+            .wait_timeout_while(stopped, Duration::from_secs(1), |s| !*s)
+            .unwrap_or_else(PoisonError::into_inner)
+            .0;
+        if *stopped {
+            return;
+        }
+        drop(stopped);
+        let removed = shared.store.sweep(clock::now());
+        if removed > 0 {
+            log!(Debug, "retention removed {removed} tasks");
+        }
+        stopped = lock.lock().unwrap_or_else(PoisonError::into_inner);
+    }
+}
+
+impl Shared {
+    /// Handles one incoming line.
+    fn handle_line(self: &Arc<Self>, session: &mut Session, line: &[u8]) {
+        let mut scratch = [0u8; rpc::MAX_METHOD_BYTES];
+        match rpc::parse(line, &mut scratch) {
+            Err(e) => {
+                if e.is_answered() {
+                    let err = ServerError::Core(rpc::RpcError::from(&e));
+                    self.out.send(&err.line(e.id()));
+                }
+            }
+            Ok(Message::Response(_)) => {}
+            Ok(Message::Notification(n)) => {
+                self.notification(session, n.method, n.params.unwrap_or(b"{}"));
+            }
+            Ok(Message::Request(r)) => {
+                self.request(session, &r.id, r.method, r.params.unwrap_or(b"{}"));
+            }
+        }
+    }
+
+    fn notification(&self, session: &mut Session, method: &str, raw: &[u8]) {
+        match method {
+            "notifications/initialized" if session.mark_initialized() => {
+                log!(Debug, "client initialized");
+            }
+            rpc::method::CANCELLED => match rpc::parse_cancelled_params(raw) {
+                Ok(id) => self.cancel_request(&id),
+                Err(e) => log!(Debug, "ignored notifications/cancelled: {e}"),
+            },
+            // Unknown notifications are dropped silently (JSON-RPC).
+            _ => {}
+        }
+    }
+
+    /// `notifications/cancelled`: a stream stops with no response and no further frame
+    /// (TS-08, DX-04) and its task goes on; a plain call stops; a waiting `tasks/result` is
+    /// dropped. Unknown ids are ignored (MCP-DIGEST a.6).
+    fn cancel_request(&self, id: &RequestId) {
+        if self.streams().cancel(id) {
+            log!(Debug, "stream {id} cancelled");
+            return;
+        }
+        if !self.plain.cancel(id) {
+            self.tasks.cancel_waiter(id);
+        }
+    }
+
+    fn request(self: &Arc<Self>, session: &mut Session, id: &RequestId, method: &str, raw: &[u8]) {
+        let params = match wire::object_params(raw) {
+            Ok(p) => p,
+            Err(e) => return self.out.send(&e.line(Some(id))),
+        };
+        if method == "initialize" {
+            let r = session.initialize(&params, &self.server_info);
+            if r.is_ok() {
+                self.legacy.store(true, Ordering::Relaxed);
+                log!(Info, "legacy session initialized");
+            }
+            return self.reply(id, Era::Legacy, r);
+        }
+        let era = match session.era_of(method, &params) {
+            Ok(era) => era,
+            Err(e) => return self.out.send(&e.line(Some(id))),
+        };
+        // Ok(Some): answer now; Ok(None): answered (or to be answered) elsewhere.
+        let answer = if is_task_lookup(method) {
+            self.lookup(id, era, method, raw, &params)
+        } else {
+            match method {
+                "ping" => Ok(Some(json!({}))),
+                "server/discover" if era != Era::Legacy => {
+                    Ok(Some(lifecycle::discover(&self.server_info)))
+                }
+                "tools/list" => Ok(Some(tools::list(era, self.limits()))),
+                "tools/call" => self.tools_call(id, era, &params).map(|()| None),
+                other => Err(ServerError::MethodNotFound(other.to_owned())),
+            }
+        };
+        match answer {
+            Ok(Some(v)) => self.reply(id, era, Ok(v)),
+            Ok(None) => {}
+            Err(e) => self.reply(id, era, Err(e)),
+        }
+    }
+
+    /// A Tasks method or `tasks/stream`: refused while the failed-lookup allowance is spent
+    /// (SE-07); a miss spends it.
+    fn lookup(
+        self: &Arc<Self>,
+        id: &RequestId,
+        era: Era,
+        method: &str,
+        raw: &[u8],
+        params: &Map<String, Value>,
+    ) -> Result<Option<Value>, ServerError> {
+        let now = Instant::now();
+        if let Err(wait) = self.failures().admit(now) {
+            return Err(ServerError::TooManyFailures {
+                retry_after_ms: u64::try_from(wait.as_millis()).unwrap_or(u64::MAX).max(1),
+            });
+        }
+        let codec = || Codec::for_method(era, method);
+        let answer = match method {
+            "tasks/get" => codec().and_then(|c| self.tasks_get(c, params)).map(Some),
+            "tasks/cancel" => codec().and_then(|c| self.tasks_cancel(c, params)).map(Some),
+            "tasks/update" if era != Era::Legacy => {
+                codec().and_then(|_| self.tasks_update(params)).map(Some)
+            }
+            "tasks/list" => codec().and_then(|_| self.tasks_list(params)).map(Some),
+            "tasks/result" => codec()
+                .and_then(|_| self.refuse_id_in_use(id))
+                .and_then(|()| self.tasks_result(id, params))
+                .map(|()| None),
+            rpc::method::TASKS_STREAM => self
+                .refuse_id_in_use(id)
+                .and_then(|()| self.open_stream(id, era, raw))
+                .map(|()| None),
+            other => Err(ServerError::MethodNotFound(other.to_owned())),
+        };
+        if let Err(e) = &answer {
+            if e.is_failed_lookup() && self.failures().record(now) {
+                log!(
+                    Warn,
+                    "more than {} failed task lookups in a minute (unknown tasks or bad \
+                     cursors): refusing Tasks requests for a while",
+                    self.config.max_failed_lookups_per_minute
+                );
+            }
+        }
+        answer
+    }
+
+    fn failures(&self) -> MutexGuard<'_, guard::FailedLookups> {
+        self.failures.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Refuses a request that would stay open under an id another open request of this
+    /// connection already uses (a plain call, a stream, a waiting `tasks/result`): a later
+    /// answer or cancellation could not tell them apart. (JSON-RPC forbids reusing ids; this
+    /// keeps "answered exactly once" true for clients that do anyway.)
+    fn refuse_id_in_use(&self, id: &RequestId) -> Result<(), ServerError> {
+        let in_use = self.plain.contains(id)
+            || self.streams().uses_id(id)
+            || self.tasks.pending().waiters.iter().any(|(_, w)| w == id);
+        if in_use {
+            Err(ServerError::InvalidRequest(
+                "an active request already uses this id",
+            ))
+        } else {
+            Ok(())
+        }
+    }
+
+    /// Refuses new work when the connection runs `--max-running-tasks` tasks and plain calls.
+    fn refuse_over_running_limit(&self) -> Result<(), ServerError> {
+        if self.tasks.running() + self.plain.len() >= self.config.max_running_tasks {
+            Err(ServerError::Limit {
+                reason: wire::REASON_TASK_LIMIT,
+                what: "too many tasks and tool calls running on this connection \
+                       (--max-running-tasks); retry when one has ended",
+            })
+        } else {
+            Ok(())
+        }
+    }
+
+    /// `tools/call`: validates, then runs as a task (legacy `params.task`; modern: declared
+    /// extension) or plainly. Answers itself (at once, or when the plain call ends), except for
+    /// the errors it returns.
+    fn tools_call(
+        self: &Arc<Self>,
+        id: &RequestId,
+        era: Era,
+        params: &Map<String, Value>,
+    ) -> Result<(), ServerError> {
+        let Some(name) = params.get("name").and_then(Value::as_str) else {
+            return Err(ServerError::InvalidParams("name must be a string".into()));
+        };
+        let empty = Map::new();
+        let args = match params.get("arguments") {
+            None | Some(Value::Null) => &empty,
+            Some(Value::Object(a)) => a,
+            Some(_) => {
+                return Err(ServerError::InvalidParams(
+                    "arguments must be an object".into(),
+                ));
+            }
+        };
+        let workload = match tools::plan(name, args, self.limits()) {
+            Ok(w) => w,
+            Err(tools::CallError::UnknownTool(t)) => {
+                let shown: String = t.chars().take(64).collect();
+                return Err(ServerError::InvalidParams(format!(
+                    "unknown tool {shown:?}"
+                )));
+            }
+            Err(tools::CallError::BadArguments(m)) => {
+                self.reply(id, era, Ok(crate::workloads::text_result(&m, true)));
+                return Ok(());
+            }
+        };
+        let as_task = match (era, params.get("task")) {
+            (Era::Legacy, None | Some(Value::Null)) => None,
+            (Era::Legacy, Some(Value::Object(t))) => Some(t.get("ttl").and_then(Value::as_u64)),
+            (Era::Legacy, Some(_)) => {
+                return Err(ServerError::InvalidParams("task must be an object".into()));
+            }
+            // SEP-2663: the server decides; params.task is ignored.
+            (Era::Modern { tasks }, _) => tasks.then_some(None),
+        };
+        self.refuse_over_running_limit()?;
+        match as_task {
+            Some(ttl) => self.create_task(id, era, name, workload, ttl),
+            None => {
+                self.refuse_id_in_use(id)?;
+                let token = params
+                    .get("_meta")
+                    .and_then(|m| m.get("progressToken"))
+                    .filter(|t| t.is_string() || t.is_i64() || t.is_u64())
+                    .cloned();
+                self.spawn_plain(id.clone(), era, workload, token);
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Whether `method` looks a task up: the Tasks methods and `tasks/stream`.
+fn is_task_lookup(method: &str) -> bool {
+    matches!(
+        method,
+        "tasks/get" | "tasks/cancel" | "tasks/update" | "tasks/list" | "tasks/result"
+    ) || method == rpc::method::TASKS_STREAM
+}

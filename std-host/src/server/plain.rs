@@ -1,0 +1,176 @@
+//! Plain (non-task) `tools/call`: the workload runs to completion on its own thread and the
+//! result is the response. With `_meta.progressToken` each event is reported as
+//! `notifications/progress` (strictly increasing, MCP-DIGEST a.6); nothing follows the
+//! response. `notifications/cancelled` stops the work and suppresses the response.
+//!
+//! The response and the progress notifications are written while holding the table of
+//! in-flight calls, and a cancellation takes that same lock, so once a cancellation has been
+//! read nothing more is written for the call.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::Instant;
+
+use serde_json::{json, Value};
+use taskstream_core::{EventType, Payload, RequestId};
+
+use super::cancel::CancelToken;
+use super::lifecycle::Era;
+use super::Shared;
+use crate::log::log;
+use crate::workloads::{Outcome, Sink, Stop, Workload};
+
+/// The plain calls in flight, by request id.
+#[derive(Default)]
+pub(crate) struct InFlight {
+    calls: Mutex<HashMap<RequestId, Arc<CancelToken>>>,
+}
+
+impl InFlight {
+    fn lock(&self) -> MutexGuard<'_, HashMap<RequestId, Arc<CancelToken>>> {
+        self.calls.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Whether a call with request id `id` is in flight.
+    pub(crate) fn contains(&self, id: &RequestId) -> bool {
+        self.lock().contains_key(id)
+    }
+
+    /// How many calls are in flight.
+    pub(crate) fn len(&self) -> usize {
+        self.lock().len()
+    }
+
+    /// Stops every call in flight without an answer (at shutdown).
+    pub(crate) fn stop_all(&self) {
+        for token in self.lock().drain().map(|(_, t)| t) {
+            token.cancel();
+        }
+    }
+
+    /// Cancels the call `id`; whether there was one.
+    pub(crate) fn cancel(&self, id: &RequestId) -> bool {
+        match self.lock().remove(id) {
+            Some(token) => {
+                token.cancel();
+                true
+            }
+            None => false,
+        }
+    }
+}
+
+impl Shared {
+    /// Starts a plain call on its own thread.
+    pub(crate) fn spawn_plain(
+        self: &Arc<Self>,
+        id: RequestId,
+        era: Era,
+        workload: Workload,
+        progress_token: Option<Value>,
+    ) {
+        let token = Arc::new(CancelToken::default());
+        self.plain.lock().insert(id.clone(), Arc::clone(&token));
+        let shared = Arc::clone(self);
+        let spawned = std::thread::Builder::new()
+            .name("plain-call".into())
+            .stack_size(256 * 1024)
+            .spawn({
+                let id = id.clone();
+                move || shared.run_plain(&id, era, &workload, progress_token, &token)
+            });
+        if let Err(e) = spawned {
+            self.plain.lock().remove(&id);
+            self.reply(
+                &id,
+                era,
+                Err(super::wire::ServerError::Internal(format!(
+                    "cannot start a thread: {e}"
+                ))),
+            );
+        }
+    }
+
+    fn run_plain(
+        &self,
+        id: &RequestId,
+        era: Era,
+        workload: &Workload,
+        progress_token: Option<Value>,
+        token: &CancelToken,
+    ) {
+        let mut sink = PlainSink {
+            shared: self,
+            id,
+            token,
+            progress_token,
+            total: workload.total_events(),
+            emitted: 0,
+        };
+        let outcome = workload.run(&mut sink);
+        let result = match outcome {
+            Ok(Outcome::Completed(r) | Outcome::Failed { result: r, .. }) => r,
+            Err(Stop::Refused(m)) => crate::workloads::text_result(&m, true),
+            Err(Stop::Cancelled) => return,
+        };
+        let calls = self.plain.lock();
+        if calls.get(id).is_some_and(|t| !t.is_cancelled()) {
+            self.reply(id, era, Ok(result));
+        } else {
+            log!(Debug, "plain call {id} cancelled; no response");
+        }
+        drop(calls);
+        self.plain.lock().remove(id);
+    }
+}
+
+/// A plain call's sink: checks each event as the store would, counts it, reports progress.
+struct PlainSink<'a> {
+    shared: &'a Shared,
+    id: &'a RequestId,
+    token: &'a CancelToken,
+    progress_token: Option<Value>,
+    total: u64,
+    emitted: u64,
+}
+
+impl Sink for PlainSink<'_> {
+    fn emit(&mut self, event_type: &str, payload: &[u8]) -> Result<(), Stop> {
+        if self.token.is_cancelled() {
+            return Err(Stop::Cancelled);
+        }
+        EventType::new(event_type).map_err(|e| Stop::Refused(e.to_string()))?;
+        let p = Payload::new(payload).map_err(|e| Stop::Refused(e.to_string()))?;
+        let limit = self.shared.config.retention.max_payload_bytes;
+        if p.compact_len() > limit as usize {
+            return Err(Stop::Refused(format!(
+                "an event payload of {} bytes exceeds the limit of {limit}",
+                p.compact_len()
+            )));
+        }
+        self.emitted += 1;
+        if let Some(progress) = &self.progress_token {
+            let calls = self.shared.plain.lock();
+            if calls.get(self.id).is_some_and(|t| !t.is_cancelled()) {
+                let params = json!({
+                    "progressToken": progress,
+                    "progress": self.emitted,
+                    "total": self.total,
+                });
+                self.shared.out.send(&super::wire::notification(
+                    "notifications/progress",
+                    &params,
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    fn wait_until(&mut self, deadline: Instant) -> Result<(), Stop> {
+        if self.token.wait_until(deadline) {
+            Err(Stop::Cancelled)
+        } else {
+            Ok(())
+        }
+    }
+}

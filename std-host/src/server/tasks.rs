@@ -1,0 +1,666 @@
+//! Tasks: one model (the store's [`TaskRecord`] and event log), two codecs at the edge.
+//!
+//! - SEP-1686 (legacy sessions): `params.task` opt-in → `{task: Task}`; `tasks/get` → Task;
+//!   `tasks/result` waits for the terminal status (without blocking the reader: the delivery
+//!   thread answers it); paginated `tasks/list`; `tasks/cancel` → the cancelled Task, -32602
+//!   for a terminal one; `notifications/tasks/status` on transitions (sent by the delivery
+//!   thread).
+//! - SEP-2663 (modern requests that declare the extension): flat `CreateTaskResult`;
+//!   `tasks/get` → DetailedTask with `result` / `error` inline; `tasks/update` and
+//!   `tasks/cancel` acks; `tasks/result` and `tasks/list` → -32601; -32021 without the
+//!   extension (DX-03).
+//!
+//! Both: a task belongs to the principal that created it; for any other principal it does not
+//! exist (SE-01, SE-03). `tasks/get` also reports the retained event range under
+//! `_meta["dev.taskstream/events"]`, so a client can see where to resume without replaying.
+//!
+//! Each task runs on its own thread; it only appends to the store and never writes to stdout,
+//! so a slow reader never holds a task back.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::thread::JoinHandle;
+use std::time::Instant;
+
+use serde_json::{json, Map, Value};
+use taskstream_core::{Lifecycle, RequestId};
+
+use super::cancel::CancelToken;
+use super::lifecycle::Era;
+use super::wire::{self, ServerError};
+use super::Shared;
+use crate::clock;
+use crate::log::log;
+use crate::store::{AppendError, TaskRecord, TaskStatus, TaskView};
+use crate::workloads::{text_result, Outcome, Sink, Stop, Workload};
+
+/// The `_meta` key of the retained-range summary on `tasks/get`.
+pub(crate) const EVENTS_META: &str = "dev.taskstream/events";
+/// Suggested polling interval.
+const POLL_INTERVAL_MS: u64 = 1000;
+/// Page size of `tasks/list`.
+const LIST_PAGE: usize = 50;
+/// Stack of a task thread: workloads are shallow.
+const TASK_STACK_BYTES: usize = 256 * 1024;
+
+/// Which Tasks codec answers a request.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Codec {
+    /// SEP-1686.
+    Legacy,
+    /// SEP-2663.
+    Modern,
+}
+
+impl Codec {
+    /// The codec for a Tasks method in `era`.
+    ///
+    /// # Errors
+    /// -32601 for `tasks/result` and `tasks/list` in a modern request; -32021 for the others
+    /// when the request did not declare the extension (DX-03).
+    pub(crate) fn for_method(era: Era, method: &str) -> Result<Codec, ServerError> {
+        match era {
+            Era::Legacy => Ok(Codec::Legacy),
+            Era::Modern { .. } if matches!(method, "tasks/result" | "tasks/list") => {
+                Err(ServerError::MethodNotFound(method.to_owned()))
+            }
+            Era::Modern { tasks: true } => Ok(Codec::Modern),
+            Era::Modern { tasks: false } => Err(ServerError::MissingTasksExtension),
+        }
+    }
+}
+
+/// The tasks this connection runs, and the answers waiting for a task to end.
+#[derive(Default)]
+pub(crate) struct Registry {
+    /// Cancellation of each running task's thread.
+    runners: Mutex<HashMap<u128, Arc<CancelToken>>>,
+    /// The task threads not yet joined (finished ones are pruned as new ones start).
+    threads: Mutex<Vec<JoinHandle<()>>>,
+    /// Transitions not yet announced, and `tasks/result` requests waiting.
+    pending: Mutex<Pending>,
+}
+
+/// What the delivery thread has to answer once tasks end.
+#[derive(Default)]
+pub(crate) struct Pending {
+    /// Tasks that reached a terminal status since the delivery thread last looked.
+    pub(crate) finished: Vec<u128>,
+    /// `tasks/result` requests (legacy) waiting for their task.
+    pub(crate) waiters: Vec<(u128, RequestId)>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+impl Registry {
+    /// Locks the pending answers.
+    pub(crate) fn pending(&self) -> MutexGuard<'_, Pending> {
+        lock(&self.pending)
+    }
+
+    /// Drops a waiting `tasks/result` (its request was cancelled); whether one was found.
+    pub(crate) fn cancel_waiter(&self, id: &RequestId) -> bool {
+        let mut p = self.pending();
+        let before = p.waiters.len();
+        p.waiters.retain(|(_, w)| w != id);
+        p.waiters.len() != before
+    }
+
+    /// How many tasks of this connection are running.
+    pub(crate) fn running(&self) -> usize {
+        lock(&self.runners).len()
+    }
+
+    /// Stops every running task's thread (at shutdown).
+    pub(crate) fn stop_all(&self) {
+        for token in lock(&self.runners).values() {
+            token.cancel();
+        }
+    }
+
+    /// Waits for every task thread to end (after [`stop_all`](Self::stop_all): a stopped
+    /// task ends at its next event or wait; task threads never write the output, so this
+    /// cannot wait on the client).
+    pub(crate) fn join_all(&self) {
+        let threads = std::mem::take(&mut *lock(&self.threads));
+        for t in threads {
+            // A panicked task thread has nothing left to clean up.
+            let _ = t.join();
+        }
+    }
+
+    fn keep_thread(&self, handle: JoinHandle<()>) {
+        let mut threads = lock(&self.threads);
+        threads.retain(|t| !t.is_finished());
+        threads.push(handle);
+    }
+}
+
+/// Parses one of our task ids: exactly 32 lowercase hex digits.
+pub(crate) fn parse_task_id(id: &str) -> Option<u128> {
+    let ok = id.len() == 32 && id.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'));
+    if ok {
+        u128::from_str_radix(id, 16).ok()
+    } else {
+        None
+    }
+}
+
+/// The wire form of a task id.
+pub(crate) fn format_task_id(id: u128) -> String {
+    format!("{id:032x}")
+}
+
+/// A fresh task id with 128 random bits (≥ 122 required; SEP-2663 security).
+fn new_task_id() -> Result<u128, ServerError> {
+    let mut bytes = [0u8; 16];
+    getrandom::fill(&mut bytes)
+        .map_err(|e| ServerError::Internal(format!("no randomness: {e}")))?;
+    Ok(u128::from_le_bytes(bytes))
+}
+
+impl Shared {
+    /// The task `task_id` as this connection's principal may see it.
+    pub(crate) fn visible_task(&self, task_id: &str) -> Option<(u128, TaskView)> {
+        let key = parse_task_id(task_id)?;
+        let view = self.store.task(task_id)?;
+        (view.record.principal == self.config.principal).then_some((key, view))
+    }
+
+    fn task_param(&self, params: &Map<String, Value>) -> Result<(u128, TaskView), ServerError> {
+        let id = params
+            .get("taskId")
+            .and_then(Value::as_str)
+            .ok_or_else(|| ServerError::InvalidParams("taskId must be a string".into()))?;
+        self.visible_task(id).ok_or(ServerError::UNKNOWN_TASK)
+    }
+
+    /// `tools/call` as a task: creates it (durably: `tasks/get` resolves before the answer is
+    /// written, SEP-2663), answers, then starts its thread.
+    pub(crate) fn create_task(
+        self: &Arc<Self>,
+        id: &RequestId,
+        era: Era,
+        tool: &str,
+        workload: Workload,
+        ttl_ms: Option<u64>,
+    ) {
+        let codec = if era == Era::Legacy {
+            Codec::Legacy
+        } else {
+            Codec::Modern
+        };
+        let created = (|| {
+            let key = new_task_id()?;
+            let task_id = format_task_id(key);
+            let now = clock::now();
+            let retention_ms = self.config.retention.terminal_retention.0;
+            let record = TaskRecord {
+                task_id: task_id.clone(),
+                principal: self.config.principal.clone(),
+                tool: tool.to_owned(),
+                status: TaskStatus::Working,
+                status_message: None,
+                created_at: now,
+                last_updated_at: now,
+                ttl_ms: Some(ttl_ms.map_or(retention_ms, |t| t.min(retention_ms))),
+                poll_interval_ms: POLL_INTERVAL_MS,
+                result: None,
+                error: None,
+            };
+            self.store
+                .create_task(record, now)
+                .map_err(|e| ServerError::Internal(format!("cannot create the task: {e:?}")))?;
+            let view = self
+                .store
+                .task(&task_id)
+                .ok_or_else(|| ServerError::Internal("the new task vanished".into()))?;
+            Ok::<_, ServerError>((key, view))
+        })();
+        let (key, view) = match created {
+            Ok(v) => v,
+            Err(e) => return self.reply(id, era, Err(e)),
+        };
+        let token = Arc::new(CancelToken::default());
+        lock(&self.tasks.runners).insert(key, Arc::clone(&token));
+        let result = match codec {
+            Codec::Legacy => json!({ "task": task_json(&view, codec) }),
+            Codec::Modern => {
+                let mut t = task_json(&view, codec);
+                if let Some(obj) = t.as_object_mut() {
+                    obj.insert("resultType".into(), json!("task"));
+                }
+                t
+            }
+        };
+        self.reply(id, era, Ok(result));
+        log!(Info, "task {} created ({tool})", view.record.task_id);
+        let shared = Arc::clone(self);
+        let task_id = view.record.task_id;
+        let spawned = std::thread::Builder::new()
+            .name(format!("task-{}", &task_id[..8.min(task_id.len())]))
+            .stack_size(TASK_STACK_BYTES)
+            .spawn({
+                let task_id = task_id.clone();
+                let token = Arc::clone(&token);
+                move || shared.run_task(key, &task_id, &workload, &token, codec)
+            });
+        match spawned {
+            Ok(handle) => self.tasks.keep_thread(handle),
+            Err(e) => {
+                log!(Error, "task {task_id}: cannot start a thread: {e}");
+                self.end_task(
+                    key,
+                    &task_id,
+                    Err(Stop::Refused(format!("cannot start: {e}"))),
+                    codec,
+                );
+            }
+        }
+    }
+
+    fn run_task(
+        &self,
+        key: u128,
+        task_id: &str,
+        workload: &Workload,
+        token: &CancelToken,
+        codec: Codec,
+    ) {
+        let mut sink = TaskSink {
+            shared: self,
+            task_id,
+            token,
+        };
+        let outcome = workload.run(&mut sink);
+        self.end_task(key, task_id, outcome, codec);
+    }
+
+    /// Stores a task's end (unless it was cancelled) and queues its announcement.
+    ///
+    /// A tool-level failure (a result with `isError: true`) ends a SEP-1686 (legacy) task as
+    /// `failed`, but a SEP-2663 (modern) task as `completed` with that result: the extension
+    /// reserves `failed` for protocol errors (MCP-DIGEST b.3). Each task's status, its terminal
+    /// status event and `tasks/get` agree either way (RL-01).
+    fn end_task(&self, key: u128, task_id: &str, outcome: Result<Outcome, Stop>, codec: Codec) {
+        let now = clock::now();
+        let finished = match outcome {
+            Ok(Outcome::Failed { message, result }) if codec == Codec::Modern => self.store.finish(
+                task_id,
+                TaskStatus::Completed,
+                Some(message),
+                Some(result),
+                None,
+                now,
+            ),
+            Ok(Outcome::Completed(result)) => self.store.finish(
+                task_id,
+                TaskStatus::Completed,
+                None,
+                Some(result),
+                None,
+                now,
+            ),
+            Ok(Outcome::Failed { message, result }) => self.fail(task_id, message, result),
+            Err(Stop::Refused(message)) => {
+                let result = text_result(&message, true);
+                self.fail(task_id, message, result)
+            }
+            Err(Stop::Cancelled) => Err(AppendError::Terminal),
+        };
+        lock(&self.tasks.runners).remove(&key);
+        match finished {
+            Ok(_) => {
+                if let Some(v) = self.store.task(task_id) {
+                    log!(Info, "task {task_id} {}", v.record.status.as_str());
+                }
+                self.announce(key);
+            }
+            Err(AppendError::Terminal | AppendError::UnknownTask) => {}
+            Err(e) => log!(Error, "task {task_id}: cannot store its end: {e:?}"),
+        }
+    }
+
+    fn fail(
+        &self,
+        task_id: &str,
+        message: String,
+        result: Value,
+    ) -> Result<taskstream_core::Seq, AppendError> {
+        let error = ServerError::Internal(message.clone()).to_json();
+        self.store.finish(
+            task_id,
+            TaskStatus::Failed,
+            Some(message),
+            Some(result),
+            Some(error),
+            clock::now(),
+        )
+    }
+
+    /// Queues a terminal transition for the delivery thread (status notification, waiting
+    /// `tasks/result` answers) and wakes it.
+    fn announce(&self, key: u128) {
+        self.tasks.pending().finished.push(key);
+        self.store.changes().notify();
+    }
+
+    /// `tasks/get`.
+    pub(crate) fn tasks_get(
+        &self,
+        codec: Codec,
+        params: &Map<String, Value>,
+    ) -> Result<Value, ServerError> {
+        let (_, view) = self.task_param(params)?;
+        let mut t = task_json(&view, codec);
+        if let (Codec::Modern, Some(obj)) = (codec, t.as_object_mut()) {
+            match view.record.status {
+                TaskStatus::Completed => {
+                    // The inline result is a 2026-07-28 result: it carries `resultType` too.
+                    let mut result = view
+                        .record
+                        .result
+                        .clone()
+                        .unwrap_or_else(|| json!({"content": []}));
+                    if let Some(r) = result.as_object_mut() {
+                        r.entry("resultType").or_insert_with(|| json!("complete"));
+                    }
+                    obj.insert("result".into(), result);
+                }
+                TaskStatus::Failed => {
+                    obj.insert("error".into(), stored_error(&view));
+                }
+                _ => {}
+            }
+        }
+        if let Some(obj) = t.as_object_mut() {
+            obj.insert(
+                "_meta".into(),
+                json!({ EVENTS_META: events_summary(&view) }),
+            );
+        }
+        Ok(t)
+    }
+
+    /// `tasks/cancel`: ends a running task as cancelled (the first end wins).
+    pub(crate) fn tasks_cancel(
+        &self,
+        codec: Codec,
+        params: &Map<String, Value>,
+    ) -> Result<Value, ServerError> {
+        let (key, view) = self.task_param(params)?;
+        let task_id = view.record.task_id.clone();
+        let ended = if view.record.status.is_terminal() {
+            false
+        } else {
+            if let Some(token) = lock(&self.tasks.runners).get(&key) {
+                token.cancel();
+            }
+            let error = ServerError::Internal("the task was cancelled".into()).to_json();
+            match self.store.finish(
+                &task_id,
+                TaskStatus::Cancelled,
+                Some("cancelled by the client".into()),
+                None,
+                Some(error),
+                clock::now(),
+            ) {
+                Ok(_) => true,
+                Err(AppendError::Terminal) => false,
+                Err(e) => return Err(ServerError::Internal(format!("cannot cancel: {e:?}"))),
+            }
+        };
+        if ended {
+            log!(Info, "task {task_id} cancelled");
+            self.announce(key);
+        }
+        match codec {
+            Codec::Modern => Ok(json!({})),
+            Codec::Legacy if !ended => Err(ServerError::TaskTerminal),
+            Codec::Legacy => {
+                let view = self.store.task(&task_id).ok_or(ServerError::UNKNOWN_TASK)?;
+                Ok(task_json(&view, codec))
+            }
+        }
+    }
+
+    /// `tasks/update` (SEP-2663): our tools never ask for input, so it is an ack.
+    pub(crate) fn tasks_update(&self, params: &Map<String, Value>) -> Result<Value, ServerError> {
+        self.task_param(params)?;
+        Ok(json!({}))
+    }
+
+    /// `tasks/list` (SEP-1686): this principal's tasks, oldest first, [`LIST_PAGE`] a page.
+    /// The cursor is the position after the last task of the previous page.
+    pub(crate) fn tasks_list(&self, params: &Map<String, Value>) -> Result<Value, ServerError> {
+        let after = match params.get("cursor") {
+            None | Some(Value::Null) => None,
+            Some(Value::String(c)) => Some(parse_cursor(c).ok_or(ServerError::InvalidCursor)?),
+            Some(_) => return Err(ServerError::InvalidCursor),
+        };
+        let mine: Vec<TaskView> = self
+            .store
+            .tasks()
+            .into_iter()
+            .filter(|v| v.record.principal == self.config.principal)
+            .filter(|v| after.as_ref().is_none_or(|a| list_key(v) > *a))
+            .collect();
+        let page: Vec<Value> = mine
+            .iter()
+            .take(LIST_PAGE)
+            .map(|v| task_json(v, Codec::Legacy))
+            .collect();
+        let mut result = json!({ "tasks": page });
+        if mine.len() > LIST_PAGE {
+            if let (Some(last), Some(obj)) = (mine.get(LIST_PAGE - 1), result.as_object_mut()) {
+                let (at, id) = list_key(last);
+                obj.insert("nextCursor".into(), json!(format!("{at}.{id}")));
+            }
+        }
+        Ok(result)
+    }
+
+    /// `tasks/result` (SEP-1686): answers now if the task is terminal, else registers the
+    /// request for the delivery thread to answer when it ends. At most
+    /// `--max-running-tasks` requests wait at once.
+    ///
+    /// # Errors
+    /// An unknown task, or the waiter limit; the caller answers.
+    pub(crate) fn tasks_result(
+        &self,
+        id: &RequestId,
+        params: &Map<String, Value>,
+    ) -> Result<(), ServerError> {
+        let mut pending = self.tasks.pending();
+        let (key, view) = self.task_param(params)?;
+        if !view.record.status.is_terminal() {
+            if pending.waiters.len() >= self.config.max_running_tasks {
+                return Err(ServerError::Limit {
+                    reason: wire::REASON_WAITER_LIMIT,
+                    what: "too many tasks/result requests waiting on this connection",
+                });
+            }
+            pending.waiters.push((key, id.clone()));
+            return Ok(());
+        }
+        drop(pending);
+        self.out.send(&final_answer(id, &view));
+        Ok(())
+    }
+}
+
+fn list_key(v: &TaskView) -> (u64, String) {
+    (v.record.created_at.0, v.record.task_id.clone())
+}
+
+fn parse_cursor(c: &str) -> Option<(u64, String)> {
+    let (at, id) = c.split_once('.')?;
+    parse_task_id(id)?;
+    Some((at.parse().ok()?, id.to_owned()))
+}
+
+/// The error object of a failed (or cancelled) task.
+fn stored_error(view: &TaskView) -> Value {
+    view.record.error.clone().unwrap_or_else(|| {
+        let message = view
+            .record
+            .status_message
+            .clone()
+            .unwrap_or_else(|| format!("the task {}", view.record.status.as_str()));
+        ServerError::Internal(message).to_json()
+    })
+}
+
+/// The `tasks/result` answer for a terminal task: exactly the tool result (with the
+/// related-task `_meta`), or the stored error when there is no result (cancelled, or failed
+/// without one).
+pub(crate) fn final_answer(id: &RequestId, view: &TaskView) -> Vec<u8> {
+    let result = view
+        .record
+        .result
+        .clone()
+        .filter(|r| r.is_object() && view.record.status != TaskStatus::Cancelled);
+    match result {
+        Some(mut r) => {
+            if let Some(obj) = r.as_object_mut() {
+                let meta = obj
+                    .entry("_meta")
+                    .or_insert_with(|| Value::Object(Map::new()));
+                if let Some(meta) = meta.as_object_mut() {
+                    meta.insert(
+                        wire::RELATED_TASK.into(),
+                        json!({ "taskId": view.record.task_id }),
+                    );
+                }
+            }
+            wire::response(id, &r)
+        }
+        None => wire::error_object_response(id, &stored_error(view)),
+    }
+}
+
+/// `{earliestSeq, latestSeq, nextSeq}`: where the retained events are.
+pub(crate) fn events_summary(view: &TaskView) -> Value {
+    json!({
+        "earliestSeq": view.retained.earliest().get(),
+        "latestSeq": view.retained.last().map(|s| s.get()),
+        "nextSeq": view.retained.next().get(),
+    })
+}
+
+/// The Task object in `codec`'s shape.
+pub(crate) fn task_json(view: &TaskView, codec: Codec) -> Value {
+    let r = &view.record;
+    let mut t = Map::new();
+    t.insert("taskId".into(), json!(r.task_id));
+    t.insert("status".into(), json!(r.status.as_str()));
+    if let Some(m) = &r.status_message {
+        t.insert("statusMessage".into(), json!(m));
+    }
+    t.insert("createdAt".into(), json!(clock::iso8601(r.created_at)));
+    t.insert(
+        "lastUpdatedAt".into(),
+        json!(clock::iso8601(r.last_updated_at)),
+    );
+    let (ttl, poll) = match codec {
+        Codec::Legacy => ("ttl", "pollInterval"),
+        Codec::Modern => ("ttlMs", "pollIntervalMs"),
+    };
+    t.insert(ttl.into(), json!(r.ttl_ms));
+    t.insert(poll.into(), json!(r.poll_interval_ms));
+    Value::Object(t)
+}
+
+/// The lifecycle the core's stream rules need.
+pub(crate) fn lifecycle(view: &TaskView) -> Lifecycle {
+    if view.record.status.is_terminal() {
+        Lifecycle::Terminal
+    } else {
+        Lifecycle::Running
+    }
+}
+
+/// A task's sink: appends each event to the store (durable before it returns).
+struct TaskSink<'a> {
+    shared: &'a Shared,
+    task_id: &'a str,
+    token: &'a CancelToken,
+}
+
+impl Sink for TaskSink<'_> {
+    fn emit(&mut self, event_type: &str, payload: &[u8]) -> Result<(), Stop> {
+        if self.token.is_cancelled() {
+            return Err(Stop::Cancelled);
+        }
+        match self
+            .shared
+            .store
+            .append(self.task_id, event_type, payload, clock::now())
+        {
+            Ok(_) => Ok(()),
+            Err(AppendError::Terminal | AppendError::UnknownTask) => Err(Stop::Cancelled),
+            Err(AppendError::PayloadTooLarge { size, limit }) => Err(Stop::Refused(format!(
+                "an event payload of {size} bytes exceeds the limit of {limit}"
+            ))),
+            Err(e) => Err(Stop::Refused(format!("cannot record an event: {e:?}"))),
+        }
+    }
+
+    fn wait_until(&mut self, deadline: Instant) -> Result<(), Stop> {
+        if self.token.wait_until(deadline) {
+            Err(Stop::Cancelled)
+        } else {
+            Ok(())
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn task_ids_round_trip_and_nothing_else_parses() {
+        let id = 0x0123_4567_89ab_cdef_0011_2233_4455_6677_u128;
+        assert_eq!(format_task_id(id), "0123456789abcdef0011223344556677");
+        assert_eq!(parse_task_id(&format_task_id(id)), Some(id));
+        assert_eq!(parse_task_id(&format_task_id(0)), Some(0));
+        for bad in [
+            "",
+            "0123",
+            "0123456789ABCDEF0011223344556677",
+            "+123456789abcdef0011223344556677",
+            "0123456789abcdef00112233445566778",
+        ] {
+            assert_eq!(parse_task_id(bad), None, "{bad}");
+        }
+    }
+
+    #[test]
+    fn fresh_ids_differ() {
+        assert_ne!(new_task_id().ok(), new_task_id().ok());
+    }
+
+    #[test]
+    fn codecs_per_era() {
+        assert_eq!(
+            Codec::for_method(Era::Legacy, "tasks/list"),
+            Ok(Codec::Legacy)
+        );
+        assert_eq!(
+            Codec::for_method(Era::Modern { tasks: true }, "tasks/get"),
+            Ok(Codec::Modern)
+        );
+        assert_eq!(
+            Codec::for_method(Era::Modern { tasks: false }, "tasks/get"),
+            Err(ServerError::MissingTasksExtension)
+        );
+        assert_eq!(
+            Codec::for_method(Era::Modern { tasks: true }, "tasks/result")
+                .map_err(|e| e.code().code()),
+            Err(-32601)
+        );
+    }
+}

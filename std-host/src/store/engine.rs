@@ -1,0 +1,716 @@
+//! The running store: the in-memory task table, appends (seq allocation, log, sled, visibility),
+//! reads, retention and checkpoints.
+//!
+//! A running task keeps its newest events in a core [`EventRing`] as a read cache (bounded:
+//! [`CACHE_EVENTS`] events in [`CACHE_BYTES`] bytes per running task). An event enters the ring
+//! only after it is durable and in sled, so the ring never shows what the log might lose; reads
+//! of older seqs, and of terminal tasks, go to sled.
+//!
+//! Locks, outermost first: a task's `append` lock (held across a whole append), the checkpoint
+//! `gate` (shared by writers from log submission until sled has the change, exclusive while a
+//! checkpoint rotates the log), then short-lived locks (a task's `state`, the task table, the
+//! log's queue). A checkpoint takes only the gate, so it can never wait on itself.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex, RwLock};
+use std::time::Duration;
+
+use taskstream_core::record::{self, EventRecord, Record};
+use taskstream_core::{EventRing, EventType, Millis, Payload, Retained, RetentionPolicy, Seq};
+
+use super::index::{encode_into, Index};
+use super::wal::Wal;
+use super::{
+    lock, lock_read, lock_write, AppendError, ChangeSignal, Durability, StoreError, StoreStats,
+    StoredEvent, TaskRecord, TaskStatus, TaskView, STATUS_EVENT_TYPE,
+};
+
+/// How often the background thread checkpoints (when anything was logged since).
+const CHECKPOINT_EVERY: Duration = Duration::from_secs(5);
+/// Log bytes after which a checkpoint is due at once.
+const CHECKPOINT_BYTES: u64 = 64 << 20;
+
+/// Events a running task's read cache holds at most.
+pub(crate) const CACHE_EVENTS: usize = 128;
+/// Bytes (event types plus payloads) a running task's read cache holds at most.
+pub(crate) const CACHE_BYTES: usize = 16 << 10;
+
+/// A running task's newest events.
+type Cache = EventRing<CACHE_EVENTS, CACHE_BYTES>;
+
+/// One task.
+pub(crate) struct Slot {
+    /// Held across a whole append, so a task's records are in seq order in log and sled.
+    append: Mutex<()>,
+    pub(crate) state: Mutex<SlotState>,
+}
+
+pub(crate) struct SlotState {
+    pub(crate) record: TaskRecord,
+    /// The earliest retained seq.
+    pub(crate) earliest: Seq,
+    /// The next seq; every seq before it is durable and readable.
+    pub(crate) next: Seq,
+    /// False until the task's creation is durable.
+    pub(crate) visible: bool,
+    /// Set once terminal retention removed it.
+    pub(crate) removed: bool,
+    /// The newest events, while the task runs.
+    pub(crate) cache: Option<Box<Cache>>,
+}
+
+impl Slot {
+    pub(crate) fn new(state: SlotState) -> Arc<Slot> {
+        Arc::new(Slot {
+            append: Mutex::new(()),
+            state: Mutex::new(state),
+        })
+    }
+}
+
+/// What an append does to the task besides adding the event.
+enum Op {
+    Create,
+    Append,
+    Finish {
+        status: TaskStatus,
+        message: Option<String>,
+        result: Option<serde_json::Value>,
+        error: Option<serde_json::Value>,
+    },
+}
+
+/// State shared by the store's handle and its checkpoint thread.
+pub(crate) struct Inner {
+    pub(crate) retention: RetentionPolicy,
+    pub(crate) durability: Durability,
+    pub(crate) index: Index,
+    pub(crate) wal: Option<Wal>,
+    /// Shared by writers from log submission until sled has the change; exclusive for a
+    /// checkpoint's rotation, which thereby sees every logged record applied.
+    gate: RwLock<()>,
+    /// One checkpoint at a time.
+    checkpointing: Mutex<()>,
+    pub(crate) tasks: RwLock<HashMap<String, Arc<Slot>>>,
+    pub(crate) changes: ChangeSignal,
+    /// Set by a failure after which the store refuses every write.
+    failed: AtomicBool,
+    checkpoints: AtomicU64,
+    /// The log LSN of the last checkpoint.
+    checkpointed: AtomicU64,
+    /// Wakes the checkpoint thread: `Some(true)` stop, `Some(false)` checkpoint now.
+    wake: Mutex<Option<bool>>,
+    wake_cond: Condvar,
+}
+
+impl Inner {
+    pub(crate) fn new(
+        retention: RetentionPolicy,
+        durability: Durability,
+        index: Index,
+        wal: Option<Wal>,
+        tasks: HashMap<String, Arc<Slot>>,
+    ) -> Inner {
+        let checkpointed = wal.as_ref().map_or(0, Wal::submitted);
+        Inner {
+            retention,
+            durability,
+            index,
+            wal,
+            gate: RwLock::new(()),
+            checkpointing: Mutex::new(()),
+            tasks: RwLock::new(tasks),
+            changes: ChangeSignal::default(),
+            failed: AtomicBool::new(false),
+            checkpoints: AtomicU64::new(0),
+            checkpointed: AtomicU64::new(checkpointed),
+            wake: Mutex::new(None),
+            wake_cond: Condvar::new(),
+        }
+    }
+
+    fn slot(&self, task_id: &str) -> Option<Arc<Slot>> {
+        lock_read(&self.tasks).get(task_id).cloned()
+    }
+
+    pub(crate) fn create_task(&self, record: TaskRecord, now: Millis) -> Result<(), AppendError> {
+        let id = record.task_id.clone();
+        let slot = Slot::new(SlotState {
+            record,
+            earliest: Seq::ZERO,
+            next: Seq::ZERO,
+            visible: false,
+            removed: false,
+            cache: None,
+        });
+        {
+            let mut tasks = lock_write(&self.tasks);
+            if tasks.contains_key(&id) {
+                return Err(AppendError::Storage(StoreError::DuplicateTask(id)));
+            }
+            tasks.insert(id.clone(), slot);
+        }
+        let pushed = self.push(
+            &id,
+            STATUS_EVENT_TYPE,
+            br#"{"status":"working"}"#,
+            now,
+            Op::Create,
+        );
+        if pushed.is_err() {
+            lock_write(&self.tasks).remove(&id);
+        }
+        pushed.map(|_| ())
+    }
+
+    pub(crate) fn append(
+        &self,
+        task_id: &str,
+        event_type: &str,
+        payload: &[u8],
+        now: Millis,
+    ) -> Result<Seq, AppendError> {
+        self.push(task_id, event_type, payload, now, Op::Append)
+    }
+
+    pub(crate) fn finish(
+        &self,
+        task_id: &str,
+        status: TaskStatus,
+        message: Option<String>,
+        result: Option<serde_json::Value>,
+        error: Option<serde_json::Value>,
+        now: Millis,
+    ) -> Result<Seq, AppendError> {
+        let mut payload = serde_json::json!({ "status": status.as_str() });
+        if let Some(m) = &message {
+            payload["message"] = serde_json::Value::String(m.clone());
+        }
+        let bytes = payload.to_string().into_bytes();
+        self.push(
+            task_id,
+            STATUS_EVENT_TYPE,
+            &bytes,
+            now,
+            Op::Finish {
+                status,
+                message,
+                result,
+                error,
+            },
+        )
+    }
+
+    /// Validates, allocates the seq, logs, applies to sled, then makes the event visible.
+    fn push(
+        &self,
+        task_id: &str,
+        event_type: &str,
+        payload: &[u8],
+        now: Millis,
+        op: Op,
+    ) -> Result<Seq, AppendError> {
+        let ty = EventType::new(event_type).map_err(AppendError::InvalidType)?;
+        let p = Payload::new(payload).map_err(AppendError::InvalidPayload)?;
+        let limit = self.retention.max_payload_bytes;
+        // The limit is for the events tools emit; the store's own status events always fit.
+        if matches!(op, Op::Append) && p.compact_len() > limit as usize {
+            return Err(AppendError::PayloadTooLarge {
+                size: p.compact_len(),
+                limit,
+            });
+        }
+        let mut compact = vec![0; p.compact_len()];
+        p.write_compact(&mut compact)
+            .map_err(AppendError::InvalidPayload)?;
+        if self.failed.load(Ordering::Acquire) {
+            return Err(AppendError::Storage(StoreError::Failed));
+        }
+
+        let slot = self.slot(task_id).ok_or(AppendError::UnknownTask)?;
+        let _append = lock(&slot.append);
+        let (seq, earliest, new_record) = {
+            let st = lock(&slot.state);
+            // Only a creation may (and must) find the task not yet visible.
+            let must_be_visible = !matches!(op, Op::Create);
+            if st.removed || st.visible != must_be_visible {
+                return Err(AppendError::UnknownTask);
+            }
+            if st.record.status.is_terminal() {
+                return Err(AppendError::Terminal);
+            }
+            let new_record = match op {
+                Op::Create => Some(st.record.clone()),
+                Op::Append => None,
+                Op::Finish {
+                    status,
+                    message,
+                    result,
+                    error,
+                } => Some(TaskRecord {
+                    status,
+                    status_message: message,
+                    result,
+                    error,
+                    last_updated_at: now,
+                    ..st.record.clone()
+                }),
+            };
+            (st.next, st.earliest, new_record)
+        };
+        let next = seq
+            .next()
+            .ok_or(AppendError::Storage(StoreError::SeqExhausted))?;
+        let state = match &new_record {
+            Some(r) => Some(serde_json::to_vec(r).map_err(|e| {
+                AppendError::Storage(StoreError::Corrupt(format!("task record: {e}")))
+            })?),
+            None => None,
+        };
+        let event = EventRecord {
+            task_id,
+            seq,
+            at: now,
+            event_type,
+            payload: &compact,
+        };
+        let rec = match &state {
+            Some(state) => Record::Transition { event, state },
+            None => Record::Event(event),
+        };
+        // Retention by count: the event that makes the log too long pushes the oldest out. Like
+        // the core ring, a limit of zero still keeps the newest event.
+        let max = u64::from(self.retention.max_events.max(1));
+        let floor = if next.distance_from(earliest) > max {
+            Seq::new(next.get() - max).unwrap_or(next)
+        } else {
+            earliest
+        };
+        let truncate = (floor > earliest).then_some(Record::Truncate {
+            task_id,
+            before: floor,
+        });
+
+        let mut buf = Vec::with_capacity(compact.len() + 128);
+        encode_into(&rec, &mut buf).map_err(AppendError::Storage)?;
+        let event_len = buf.len();
+        if let Some(t) = &truncate {
+            encode_into(t, &mut buf).map_err(AppendError::Storage)?;
+        }
+        self.write(&buf, true, |index| {
+            index.apply(&rec, &buf[..event_len])?;
+            if let Some(t) = &truncate {
+                index.apply(t, &buf[event_len..])?;
+            }
+            Ok(())
+        })
+        .map_err(AppendError::Storage)?;
+
+        {
+            let mut st = lock(&slot.state);
+            st.next = next;
+            st.earliest = floor;
+            st.visible = true;
+            if let Some(r) = new_record {
+                st.record = r;
+            }
+            if st.record.status.is_terminal() {
+                st.cache = None;
+            } else {
+                let cache = st
+                    .cache
+                    .get_or_insert_with(|| Box::new(Cache::resuming_at(seq)));
+                cache_append(cache, seq, now, ty, p, floor);
+            }
+        }
+        self.changes.notify();
+        Ok(seq)
+    }
+
+    /// Logs `bytes` (durably with `wait`) and applies the change to sled, inside the gate. A
+    /// failure of either is fail-stop.
+    fn write(
+        &self,
+        bytes: &[u8],
+        wait: bool,
+        apply: impl FnOnce(&Index) -> Result<(), StoreError>,
+    ) -> Result<(), StoreError> {
+        let submitted = {
+            let _gate = lock_read(&self.gate);
+            if self.failed.load(Ordering::Acquire) {
+                return Err(StoreError::Failed);
+            }
+            let result = match &self.wal {
+                Some(wal) => wal.submit(bytes, wait).map_err(StoreError::Wal),
+                None => Ok(()),
+            }
+            .and_then(|()| apply(&self.index));
+            if result.is_err() {
+                self.failed.store(true, Ordering::Release);
+            }
+            result?;
+            self.wal.as_ref().map_or(0, Wal::submitted)
+        };
+        if submitted.saturating_sub(self.checkpointed.load(Ordering::Relaxed)) > CHECKPOINT_BYTES {
+            self.wake_checkpointer(false);
+        }
+        Ok(())
+    }
+
+    pub(crate) fn task(&self, task_id: &str) -> Option<TaskView> {
+        let slot = self.slot(task_id)?;
+        let st = lock(&slot.state);
+        view(&st)
+    }
+
+    pub(crate) fn tasks(&self) -> Vec<TaskView> {
+        let slots: Vec<Arc<Slot>> = lock_read(&self.tasks).values().cloned().collect();
+        let mut all: Vec<TaskView> = slots.iter().filter_map(|s| view(&lock(&s.state))).collect();
+        all.sort_by(|a, b| {
+            (a.record.created_at, &a.record.task_id).cmp(&(b.record.created_at, &b.record.task_id))
+        });
+        all
+    }
+
+    /// The retained range of a task, if it is visible.
+    fn retained(&self, task_id: &str) -> Option<Retained> {
+        let slot = self.slot(task_id)?;
+        let st = lock(&slot.state);
+        view(&st).map(|v| v.retained)
+    }
+
+    /// The retained range of a task and, if `from` is in its read cache, up to `max` events
+    /// from there (appended to `out`; their count is returned).
+    fn retained_or_cached(
+        &self,
+        task_id: &str,
+        from: Seq,
+        max: usize,
+        out: &mut Vec<StoredEvent>,
+    ) -> Option<(Retained, usize)> {
+        let slot = self.slot(task_id)?;
+        let st = lock(&slot.state);
+        let retained = view(&st)?.retained;
+        let from = from.max(retained.earliest());
+        let mut n = 0;
+        if let Some(cache) = &st.cache {
+            if cache.retained().contains(from) {
+                for e in cache.iter_from(from).take(max) {
+                    out.push(StoredEvent {
+                        seq: e.seq,
+                        event_type: e.event_type.to_owned(),
+                        payload: e.payload.to_vec(),
+                        at: e.at,
+                    });
+                    n += 1;
+                }
+            }
+        }
+        Some((retained, n))
+    }
+
+    pub(crate) fn event(&self, task_id: &str, seq: Seq) -> Result<Option<StoredEvent>, StoreError> {
+        let mut cached = Vec::new();
+        let Some((retained, n)) = self.retained_or_cached(task_id, seq, 1, &mut cached) else {
+            return Ok(None);
+        };
+        if !retained.contains(seq) {
+            return Ok(None);
+        }
+        if n == 1 {
+            return Ok(cached.pop());
+        }
+        match self.index.event(task_id, seq)? {
+            None => Ok(None),
+            Some(raw) => stored_event(&raw, task_id, seq).map(Some),
+        }
+    }
+
+    pub(crate) fn read_from(
+        &self,
+        task_id: &str,
+        from: Seq,
+        max: usize,
+        out: &mut Vec<StoredEvent>,
+    ) -> Result<usize, StoreError> {
+        if max == 0 {
+            return Ok(0);
+        }
+        let Some((retained, cached)) = self.retained_or_cached(task_id, from, max, out) else {
+            return Ok(0);
+        };
+        if cached > 0 {
+            return Ok(cached);
+        }
+        let from = from.max(retained.earliest());
+        if from >= retained.next() {
+            return Ok(0);
+        }
+        let mut expected = from;
+        let mut n = 0;
+        for raw in self.index.events(task_id, from, retained.next()).take(max) {
+            let ev = stored_event(&raw?, task_id, expected);
+            match ev {
+                Ok(ev) => out.push(ev),
+                // A hole: retention dropped these meanwhile. Stop; the caller re-checks the
+                // retained range (and answers `events_gone`).
+                Err(StoreError::Corrupt(_)) if self.gone(task_id, expected) => break,
+                Err(e) => return Err(e),
+            }
+            n += 1;
+            match expected.next() {
+                Some(s) => expected = s,
+                None => break,
+            }
+        }
+        Ok(n)
+    }
+
+    /// Whether `seq` is no longer retained.
+    fn gone(&self, task_id: &str, seq: Seq) -> bool {
+        self.retained(task_id).is_none_or(|r| seq < r.earliest())
+    }
+
+    pub(crate) fn sweep(&self, now: Millis) -> usize {
+        let slots: Vec<(String, Arc<Slot>)> = lock_read(&self.tasks)
+            .iter()
+            .map(|(k, v)| (k.clone(), Arc::clone(v)))
+            .collect();
+        let mut removed = 0;
+        let mut changed = false;
+        for (id, slot) in slots {
+            match self.sweep_task(&id, &slot, now) {
+                Ok(Swept::Removed) => {
+                    removed += 1;
+                    changed = true;
+                }
+                Ok(Swept::Truncated) => changed = true,
+                Ok(Swept::Kept) | Err(_) => {}
+            }
+        }
+        if changed {
+            self.changes.notify();
+        }
+        removed
+    }
+
+    fn sweep_task(&self, id: &str, slot: &Slot, now: Millis) -> Result<Swept, StoreError> {
+        let _append = lock(&slot.append);
+        let (record_expired, earliest, next) = {
+            let st = lock(&slot.state);
+            if st.removed || !st.visible {
+                return Ok(Swept::Kept);
+            }
+            let expired = st.record.status.is_terminal()
+                && self
+                    .retention
+                    .is_task_expired(st.record.last_updated_at, now);
+            (expired, st.earliest, st.next)
+        };
+        if record_expired {
+            let rec = Record::Remove { task_id: id };
+            let mut buf = Vec::new();
+            encode_into(&rec, &mut buf)?;
+            self.write(&buf, false, |index| index.apply(&rec, &buf))?;
+            lock(&slot.state).removed = true;
+            lock_write(&self.tasks).remove(id);
+            return Ok(Swept::Removed);
+        }
+        // Retention by age: events are in time order, so drop from the front.
+        let mut floor = earliest;
+        for raw in self.index.events(id, earliest, next) {
+            let raw = raw?;
+            let (rec, _) = record::decode(&raw).map_err(StoreError::Record)?;
+            let Some(ev) = rec.event() else { break };
+            if !self.retention.is_expired(ev.at, now) {
+                break;
+            }
+            floor = ev.seq.next().unwrap_or(next);
+        }
+        self.truncate(id, slot, earliest, floor)
+    }
+
+    /// Drops the events of a task before `floor` (the caller holds its append lock).
+    pub(crate) fn truncate(
+        &self,
+        id: &str,
+        slot: &Slot,
+        earliest: Seq,
+        floor: Seq,
+    ) -> Result<Swept, StoreError> {
+        if floor <= earliest {
+            return Ok(Swept::Kept);
+        }
+        let rec = Record::Truncate {
+            task_id: id,
+            before: floor,
+        };
+        let mut buf = Vec::new();
+        encode_into(&rec, &mut buf)?;
+        // Not waited for: a lost truncation is redone by the next sweep or open.
+        self.write(&buf, false, |index| index.apply(&rec, &buf))?;
+        let mut st = lock(&slot.state);
+        st.earliest = floor;
+        if let Some(cache) = &mut st.cache {
+            cache.evict_before(floor);
+        }
+        Ok(Swept::Truncated)
+    }
+
+    /// Enforces the count limit on every task (after a restart with a smaller limit).
+    pub(crate) fn enforce_count_limits(&self) -> Result<(), StoreError> {
+        let slots: Vec<(String, Arc<Slot>)> = lock_read(&self.tasks)
+            .iter()
+            .map(|(k, v)| (k.clone(), Arc::clone(v)))
+            .collect();
+        let max = u64::from(self.retention.max_events.max(1));
+        for (id, slot) in slots {
+            let _append = lock(&slot.append);
+            let (earliest, next) = {
+                let st = lock(&slot.state);
+                (st.earliest, st.next)
+            };
+            if next.distance_from(earliest) > max {
+                let floor = Seq::new(next.get() - max).unwrap_or(next);
+                self.truncate(&id, &slot, earliest, floor)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Rotates the log, flushes sled to the device, then deletes the log before the rotation.
+    pub(crate) fn checkpoint(&self) -> Result<(), StoreError> {
+        let Some(wal) = &self.wal else {
+            return Ok(());
+        };
+        let _one = lock(&self.checkpointing);
+        let lsn = {
+            let _gate = lock_write(&self.gate);
+            if self.failed.load(Ordering::Acquire) {
+                return Err(StoreError::Failed);
+            }
+            let lsn = wal.rotate()?;
+            self.index.set_checkpoint(lsn)?;
+            lsn
+        };
+        self.index.flush(self.durability != Durability::None)?;
+        wal.delete_before(lsn)?;
+        self.checkpointed.store(lsn, Ordering::Relaxed);
+        self.checkpoints.fetch_add(1, Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// The checkpoint thread's loop: checkpoints every [`CHECKPOINT_EVERY`] when the log grew,
+    /// or at once when woken, until stopped.
+    pub(crate) fn run_checkpointer(&self) {
+        let mut wake = lock(&self.wake);
+        loop {
+            if *wake == Some(true) {
+                return;
+            }
+            if wake.is_none() {
+                wake = self
+                    .wake_cond
+                    .wait_timeout(wake, CHECKPOINT_EVERY)
+                    .unwrap_or_else(std::sync::PoisonError::into_inner)
+                    .0;
+            }
+            if *wake == Some(true) {
+                return;
+            }
+            *wake = None;
+            drop(wake);
+            let grown = self
+                .wal
+                .as_ref()
+                .is_some_and(|w| w.submitted() > self.checkpointed.load(Ordering::Relaxed));
+            if grown {
+                // A failed checkpoint keeps the log; the next one retries.
+                let _ = self.checkpoint();
+            }
+            wake = lock(&self.wake);
+        }
+    }
+
+    fn wake_checkpointer(&self, stop: bool) {
+        let mut wake = lock(&self.wake);
+        if *wake != Some(true) {
+            *wake = Some(stop);
+        }
+        self.wake_cond.notify_all();
+    }
+
+    pub(crate) fn stop_checkpointer(&self) {
+        self.wake_checkpointer(true);
+    }
+
+    pub(crate) fn stats(&self) -> StoreStats {
+        StoreStats {
+            wal: self.wal.as_ref().map(Wal::stats).unwrap_or_default(),
+            checkpoints: self.checkpoints.load(Ordering::Relaxed),
+        }
+    }
+}
+
+/// What a sweep did to one task.
+pub(crate) enum Swept {
+    Kept,
+    Truncated,
+    Removed,
+}
+
+/// Adds a durable event to a running task's read cache, keeping the cache a suffix of the log:
+/// anything unexpected (an event too large for it, a seq it did not predict) empties it.
+fn cache_append(
+    cache: &mut Cache,
+    seq: Seq,
+    at: Millis,
+    ty: EventType<'_>,
+    payload: Payload<'_>,
+    floor: Seq,
+) {
+    // The store has already applied the retention policy; the ring only bounds itself.
+    let policy = RetentionPolicy {
+        max_events: u32::MAX,
+        max_bytes: u32::MAX,
+        max_payload_bytes: u32::MAX,
+        ..RetentionPolicy::DEFAULT
+    };
+    let next = seq.next().unwrap_or(Seq::MAX);
+    if cache.next_seq() != seq {
+        cache.reset(seq);
+    }
+    match cache.append(at, ty, payload, &policy) {
+        Ok(appended) if appended.seq == seq => {
+            cache.evict_before(floor);
+        }
+        _ => cache.reset(next),
+    }
+}
+
+fn view(st: &SlotState) -> Option<TaskView> {
+    if !st.visible || st.removed {
+        return None;
+    }
+    Some(TaskView {
+        record: st.record.clone(),
+        retained: Retained::new(st.earliest, st.next).unwrap_or(Retained::EMPTY),
+    })
+}
+
+/// Decodes a stored event, checking that it is the one its key names.
+fn stored_event(raw: &[u8], task_id: &str, seq: Seq) -> Result<StoredEvent, StoreError> {
+    let (rec, _) = record::decode(raw).map_err(StoreError::Record)?;
+    match rec {
+        Record::Event(e) if e.task_id == task_id && e.seq == seq => Ok(StoredEvent {
+            seq: e.seq,
+            event_type: e.event_type.to_owned(),
+            payload: e.payload.to_vec(),
+            at: e.at,
+        }),
+        _ => Err(StoreError::Corrupt(format!(
+            "event {seq} of task {task_id:?} is not where it should be"
+        ))),
+    }
+}

@@ -1,0 +1,293 @@
+//! The sled store behind the log: the materialised state that reads are served from.
+//!
+//! Trees:
+//! - `events`: `[task id length: u8][task id][seq: u64 big endian]` → the event's core record
+//!   (`Record::Event`, framed and checksummed), so one task's events are contiguous and in seq
+//!   order.
+//! - `tasks`: task id → the host's `TaskRecord` as JSON.
+//! - `floors`: task id → the earliest seq retention keeps (u64 big endian); absent means 0.
+//! - `meta`: `checkpoint` → the WAL LSN from which recovery replays (u64 big endian).
+//!
+//! Every change is applied through [`Index::apply`] from a log record, and every record is a
+//! blind write (a put or a delete of keys it names), so replaying a log suffix over a state that
+//! already holds part of it yields the same state: recovery needs no "already applied" check.
+//!
+//! sled 0.34's `flush` ends in `sync_file_range`, which survives a process crash but not a power
+//! cut; [`Index::flush`] follows it with a real `fdatasync` of sled's data file.
+
+use std::fs::File;
+use std::path::{Path, PathBuf};
+
+use taskstream_core::record::{self, EventRecord, Record};
+use taskstream_core::Seq;
+
+use super::fsutil;
+use super::StoreError;
+
+const CHECKPOINT_KEY: &[u8] = b"checkpoint";
+/// sled's page cache size.
+const CACHE_BYTES: u64 = 64 << 20;
+
+/// The sled database and its trees.
+pub(crate) struct Index {
+    db: sled::Db,
+    events: sled::Tree,
+    tasks: sled::Tree,
+    floors: sled::Tree,
+    meta: sled::Tree,
+    /// sled's directory and data file, for `fdatasync` (none when temporary).
+    files: Option<(PathBuf, File)>,
+}
+
+impl Index {
+    /// Opens (or creates) the database in `dir`, or a temporary one that lives in memory.
+    pub(crate) fn open(dir: Option<&Path>) -> Result<Index, StoreError> {
+        let config = sled::Config::new()
+            .cache_capacity(CACHE_BYTES)
+            // Checkpoints flush; sled's own timer thread would only add device flushes.
+            .flush_every_ms(None);
+        let config = match dir {
+            Some(dir) => config.path(dir),
+            None => config.temporary(true),
+        };
+        let db = config.open().map_err(|e| StoreError::index("opening", e))?;
+        let tree = |name: &str| {
+            db.open_tree(name)
+                .map_err(|e| StoreError::index("opening a tree of", e))
+        };
+        let files = match dir {
+            Some(dir) => {
+                fsutil::restrict_tree(dir).map_err(StoreError::io("restricting", dir))?;
+                let path = dir.join("db");
+                let file = File::open(&path).map_err(StoreError::io("opening", &path))?;
+                Some((dir.to_owned(), file))
+            }
+            None => None,
+        };
+        Ok(Index {
+            events: tree("events")?,
+            tasks: tree("tasks")?,
+            floors: tree("floors")?,
+            meta: tree("meta")?,
+            db,
+            files,
+        })
+    }
+
+    /// Applies one log record (a blind write; see the module docs); `raw` is its encoding.
+    pub(crate) fn apply(&self, rec: &Record<'_>, raw: &[u8]) -> Result<(), StoreError> {
+        match rec {
+            Record::Event(event) => {
+                self.events
+                    .insert(event_key(event.task_id, event.seq), raw)
+                    .map_err(|e| StoreError::index("writing an event", e))?;
+                Ok(())
+            }
+            Record::Transition { event, state } => {
+                self.tasks
+                    .insert(event.task_id.as_bytes(), *state)
+                    .map_err(|e| StoreError::index("writing a task", e))?;
+                self.put_event(event)
+            }
+            Record::Truncate { task_id, before } => {
+                self.delete_events(task_id, Some(*before))?;
+                self.floors
+                    .insert(task_id.as_bytes(), &before.get().to_be_bytes())
+                    .map_err(|e| StoreError::index("writing a floor", e))?;
+                Ok(())
+            }
+            Record::Remove { task_id } => {
+                self.delete_events(task_id, None)?;
+                self.floors
+                    .remove(task_id.as_bytes())
+                    .map_err(|e| StoreError::index("removing a floor", e))?;
+                self.tasks
+                    .remove(task_id.as_bytes())
+                    .map_err(|e| StoreError::index("removing a task", e))?;
+                Ok(())
+            }
+        }
+    }
+
+    fn put_event(&self, event: &EventRecord<'_>) -> Result<(), StoreError> {
+        let value = encode(&Record::Event(*event))?;
+        self.events
+            .insert(event_key(event.task_id, event.seq), value)
+            .map_err(|e| StoreError::index("writing an event", e))?;
+        Ok(())
+    }
+
+    /// Deletes the events of a task before `before` (all with `None`).
+    fn delete_events(&self, task_id: &str, before: Option<Seq>) -> Result<(), StoreError> {
+        let from = event_key(task_id, Seq::ZERO);
+        let keys: Vec<sled::IVec> = match before {
+            Some(before) => self
+                .events
+                .range(from..event_key(task_id, before))
+                .keys()
+                .collect::<Result<_, _>>(),
+            None => self
+                .events
+                .scan_prefix(task_prefix(task_id))
+                .keys()
+                .collect::<Result<_, _>>(),
+        }
+        .map_err(|e| StoreError::index("listing events of", e))?;
+        let mut batch = sled::Batch::default();
+        for key in keys {
+            batch.remove(key);
+        }
+        self.events
+            .apply_batch(batch)
+            .map_err(|e| StoreError::index("deleting events", e))
+    }
+
+    /// The stored event `seq` of a task: its raw record.
+    pub(crate) fn event(&self, task_id: &str, seq: Seq) -> Result<Option<sled::IVec>, StoreError> {
+        self.events
+            .get(event_key(task_id, seq))
+            .map_err(|e| StoreError::index("reading an event", e))
+    }
+
+    /// The stored events of a task with seqs in `from .. to`, in order.
+    pub(crate) fn events(
+        &self,
+        task_id: &str,
+        from: Seq,
+        to: Seq,
+    ) -> impl Iterator<Item = Result<sled::IVec, StoreError>> {
+        self.events
+            .range(event_key(task_id, from)..event_key(task_id, to))
+            .values()
+            .map(|v| v.map_err(|e| StoreError::index("reading events", e)))
+    }
+
+    /// The first and last stored seq of a task, if it has any event.
+    pub(crate) fn bounds(&self, task_id: &str) -> Result<Option<(Seq, Seq)>, StoreError> {
+        let mut range = self.events.scan_prefix(task_prefix(task_id)).keys();
+        let first = range.next().transpose();
+        let last = range.next_back().transpose();
+        let (first, last) = match (first, last) {
+            (Ok(first), Ok(last)) => (first, last),
+            (Err(e), _) | (_, Err(e)) => return Err(StoreError::index("reading events", e)),
+        };
+        let Some(first) = first else {
+            return Ok(None);
+        };
+        let first = key_seq(&first)?;
+        let last = match last {
+            Some(last) => key_seq(&last)?,
+            None => first,
+        };
+        Ok(Some((first, last)))
+    }
+
+    /// The retention floor of a task (0 if never truncated).
+    pub(crate) fn floor(&self, task_id: &str) -> Result<Seq, StoreError> {
+        match self
+            .floors
+            .get(task_id.as_bytes())
+            .map_err(|e| StoreError::index("reading a floor", e))?
+        {
+            None => Ok(Seq::ZERO),
+            Some(v) => read_u64(&v)
+                .and_then(Seq::new)
+                .ok_or_else(|| StoreError::corrupt(format!("floor of task {task_id:?}"))),
+        }
+    }
+
+    /// Every stored task: id and JSON record.
+    pub(crate) fn tasks(&self) -> impl Iterator<Item = Result<(String, sled::IVec), StoreError>> {
+        self.tasks.iter().map(|item| {
+            let (k, v) = item.map_err(|e| StoreError::index("reading tasks", e))?;
+            let id = String::from_utf8(k.to_vec())
+                .map_err(|_| StoreError::corrupt("a task id is not UTF-8".to_owned()))?;
+            Ok((id, v))
+        })
+    }
+
+    /// The LSN recovery replays from.
+    pub(crate) fn checkpoint(&self) -> Result<u64, StoreError> {
+        match self
+            .meta
+            .get(CHECKPOINT_KEY)
+            .map_err(|e| StoreError::index("reading the checkpoint", e))?
+        {
+            None => Ok(0),
+            Some(v) => read_u64(&v).ok_or_else(|| StoreError::corrupt("checkpoint LSN".to_owned())),
+        }
+    }
+
+    /// Records the LSN recovery replays from (durable with the next [`flush`](Self::flush)).
+    pub(crate) fn set_checkpoint(&self, lsn: u64) -> Result<(), StoreError> {
+        self.meta
+            .insert(CHECKPOINT_KEY, &lsn.to_be_bytes())
+            .map_err(|e| StoreError::index("writing the checkpoint", e))?;
+        Ok(())
+    }
+
+    /// Makes everything applied so far durable: sled's flush, then (with `sync`) `fdatasync` of
+    /// its data file and `fsync` of its directory.
+    pub(crate) fn flush(&self, sync: bool) -> Result<(), StoreError> {
+        self.db
+            .flush()
+            .map_err(|e| StoreError::index("flushing", e))?;
+        if let (true, Some((dir, file))) = (sync, &self.files) {
+            file.sync_data()
+                .map_err(StoreError::io("fdatasync of", &dir.join("db")))?;
+            fsutil::sync_dir(dir).map_err(StoreError::io("fsync of", dir))?;
+            // sled may have created files (snapshots) since the last look.
+            fsutil::restrict_tree(dir).map_err(StoreError::io("restricting", dir))?;
+        }
+        Ok(())
+    }
+}
+
+fn encode(rec: &Record<'_>) -> Result<Vec<u8>, StoreError> {
+    let mut buf = vec![0; record::encoded_len(rec).map_err(StoreError::Record)?];
+    let n = record::encode(rec, &mut buf)
+        .map_err(StoreError::Record)?
+        .len();
+    buf.truncate(n);
+    Ok(buf)
+}
+
+/// Appends the encoding of `rec` to `out`.
+pub(crate) fn encode_into(rec: &Record<'_>, out: &mut Vec<u8>) -> Result<(), StoreError> {
+    let start = out.len();
+    let len = record::encoded_len(rec).map_err(StoreError::Record)?;
+    out.resize(start + len, 0);
+    let n = record::encode(rec, &mut out[start..])
+        .map_err(StoreError::Record)?
+        .len();
+    out.truncate(start + n);
+    Ok(())
+}
+
+fn task_prefix(task_id: &str) -> Vec<u8> {
+    let id = task_id.as_bytes();
+    let mut key = Vec::with_capacity(1 + id.len() + 8);
+    // Task ids are at most `record::MAX_TASK_ID_BYTES` (255) bytes; records enforce it.
+    key.push(u8::try_from(id.len()).unwrap_or(u8::MAX));
+    key.extend_from_slice(id);
+    key
+}
+
+fn event_key(task_id: &str, seq: Seq) -> Vec<u8> {
+    let mut key = task_prefix(task_id);
+    key.extend_from_slice(&seq.get().to_be_bytes());
+    key
+}
+
+fn key_seq(key: &[u8]) -> Result<Seq, StoreError> {
+    key.len()
+        .checked_sub(8)
+        .and_then(|at| key.get(at..))
+        .and_then(read_u64)
+        .and_then(Seq::new)
+        .ok_or_else(|| StoreError::corrupt("an event key".to_owned()))
+}
+
+fn read_u64(bytes: &[u8]) -> Option<u64> {
+    Some(u64::from_be_bytes(bytes.try_into().ok()?))
+}

@@ -1,0 +1,554 @@
+//! The write-ahead log: segment files of core log records (`taskstream_core::record`), written
+//! append-only and made durable with a real `fdatasync` (`File::sync_data`) as the
+//! [`Durability`] mode says, before the writer is told the record is in.
+//!
+//! Layout: `wal/<start LSN as 16 hex digits>.wal`. An LSN is a byte offset in the logical log,
+//! which runs through the segments in order; a segment holds the records from its start LSN on,
+//! laid end to end. Segments are rotated only at checkpoints, when the log is quiescent
+//! ([`Wal::rotate`]); segments wholly before a checkpoint are deleted ([`Wal::delete_before`]).
+//!
+//! Durability modes:
+//! - `event`: the submitting thread writes its records and calls `fdatasync` itself, holding
+//!   the segment lock, so every event gets its own device flush before `submit` returns.
+//! - `group`: group commit by leader and followers. Submitters append their bytes to a shared
+//!   pending buffer; whichever waiter finds no flush running becomes the leader, takes the whole
+//!   buffer, writes it with one `write` and one `fdatasync`, and wakes every waiter it covered;
+//!   if records arrived meanwhile it flushes them next, at once. Records submitted while a
+//!   flush runs are therefore all covered by the next one.
+//! - `none`: records are written (they survive a process crash) but never flushed.
+//!
+//! Any write or flush failure is sticky (fail-stop): after an `fdatasync` error the state of the
+//! page cache is unknown, so every later submission fails with [`WalError::Failed`].
+//!
+//! Recovery ([`recover`]) replays the records from a checkpoint LSN on and stops at the first
+//! record that does not decode (a torn tail): that segment is truncated there and any later
+//! segment is deleted, so a recovered log is always a clean prefix.
+
+use std::fs::{self, File};
+use std::io::{self, Write};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Condvar, Mutex};
+
+use taskstream_core::record::{self, Record, RecordError};
+
+use super::fsutil;
+use super::{lock, Durability};
+
+/// Batches a group-commit leader flushes before it returns and lets a waiter lead.
+const MAX_LEAD_ROUNDS: u32 = 8;
+
+/// A failure of the write-ahead log.
+#[derive(Debug)]
+pub enum WalError {
+    /// A file operation failed.
+    Io {
+        /// What was being done.
+        context: &'static str,
+        /// The file or directory.
+        path: PathBuf,
+        /// The operating system's error.
+        source: io::Error,
+    },
+    /// An earlier write or flush failed; the log refuses every later write (fail-stop).
+    Failed,
+}
+
+impl std::fmt::Display for WalError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            WalError::Io {
+                context,
+                path,
+                source,
+            } => write!(f, "write-ahead log: {context} {}: {source}", path.display()),
+            WalError::Failed => f.write_str(
+                "write-ahead log: an earlier write or flush failed; refusing further writes",
+            ),
+        }
+    }
+}
+
+impl std::error::Error for WalError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            WalError::Io { source, .. } => Some(source),
+            WalError::Failed => None,
+        }
+    }
+}
+
+fn io_err<'a>(context: &'static str, path: &'a Path) -> impl FnOnce(io::Error) -> WalError + 'a {
+    move |source| WalError::Io {
+        context,
+        path: path.to_owned(),
+        source,
+    }
+}
+
+/// Counters of what the log did, for tests and measurements.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct WalStats {
+    /// `fdatasync` calls on segment files.
+    pub syncs: u64,
+    /// `write` calls on segment files.
+    pub writes: u64,
+    /// Bytes written to segment files.
+    pub bytes: u64,
+    /// Segments created.
+    pub segments: u64,
+}
+
+#[derive(Default)]
+struct Counters {
+    syncs: AtomicU64,
+    writes: AtomicU64,
+    bytes: AtomicU64,
+    segments: AtomicU64,
+}
+
+/// The active segment.
+struct Segment {
+    file: File,
+    path: PathBuf,
+    start: u64,
+    len: u64,
+    failed: bool,
+}
+
+/// The group-commit queue.
+#[derive(Default)]
+struct Queue {
+    /// Bytes submitted but not yet written.
+    pending: Vec<u8>,
+    /// A recycled buffer for the next batch.
+    spare: Vec<u8>,
+    /// The LSN after everything submitted.
+    submitted: u64,
+    /// The LSN up to which everything is written and flushed.
+    durable: u64,
+    /// Whether a leader is writing a batch right now.
+    flushing: bool,
+    /// A write or flush failed.
+    failed: bool,
+    /// The number of the batch `pending` accumulates; waiters of batch `n` sleep on
+    /// `flushed[n % 2]`, so finishing a batch wakes only its own waiters (while batch `n`
+    /// flushes, only batch `n + 1` can accumulate).
+    batch: u64,
+}
+
+/// The write-ahead log, shared by every appending thread.
+pub(crate) struct Wal {
+    dir: PathBuf,
+    mode: Durability,
+    segment: Mutex<Segment>,
+    queue: Mutex<Queue>,
+    flushed: [Condvar; 2],
+    /// The LSN after everything submitted (a copy of the queue's, readable without its lock).
+    submitted: AtomicU64,
+    counters: Counters,
+}
+
+impl Wal {
+    /// Opens the log for writing at `lsn` (the end of the recovered log), in a new segment.
+    pub(crate) fn open(dir: &Path, mode: Durability, lsn: u64) -> Result<Wal, WalError> {
+        let counters = Counters::default();
+        let segment = create_segment(dir, lsn, mode != Durability::None, &counters)?;
+        Ok(Wal {
+            dir: dir.to_owned(),
+            mode,
+            segment: Mutex::new(segment),
+            queue: Mutex::new(Queue {
+                submitted: lsn,
+                durable: lsn,
+                ..Queue::default()
+            }),
+            flushed: [Condvar::new(), Condvar::new()],
+            submitted: AtomicU64::new(lsn),
+            counters,
+        })
+    }
+
+    /// Appends `bytes` (whole encoded records) to the log. With `wait`, returns once they are
+    /// durable as the mode says; without, they are only ordered before every later submission
+    /// (and written no later than the next durable submission or rotation).
+    pub(crate) fn submit(&self, bytes: &[u8], wait: bool) -> Result<(), WalError> {
+        match self.mode {
+            Durability::Event | Durability::None => {
+                let mut seg = lock(&self.segment);
+                self.write(&mut seg, bytes)?;
+                if wait && self.mode == Durability::Event {
+                    self.sync(&mut seg)?;
+                }
+                Ok(())
+            }
+            Durability::Group => self.submit_group(bytes, wait),
+        }
+    }
+
+    fn submit_group(&self, bytes: &[u8], wait: bool) -> Result<(), WalError> {
+        let mut q = lock(&self.queue);
+        if q.failed {
+            return Err(WalError::Failed);
+        }
+        q.pending.extend_from_slice(bytes);
+        q.submitted += bytes.len() as u64;
+        self.submitted.store(q.submitted, Ordering::Relaxed);
+        let mine = q.submitted;
+        let my_batch = q.batch;
+        if !wait {
+            return Ok(());
+        }
+        loop {
+            if q.durable >= mine {
+                return Ok(());
+            }
+            if q.failed {
+                return Err(WalError::Failed);
+            }
+            if q.flushing {
+                q = self.flushed[parity(my_batch)]
+                    .wait(q)
+                    .unwrap_or_else(std::sync::PoisonError::into_inner);
+                continue;
+            }
+            // Lead: take every pending byte, including other threads' records, and go on with
+            // the next batch while one is waiting (up to `MAX_LEAD_ROUNDS`), so the next flush
+            // starts as soon as the previous one ends instead of after a wake-up.
+            q.flushing = true;
+            let mut rounds = 0;
+            let outcome = loop {
+                let spare = std::mem::take(&mut q.spare);
+                let mut batch = std::mem::replace(&mut q.pending, spare);
+                let end = q.submitted;
+                let number = q.batch;
+                q.batch += 1;
+                drop(q);
+                let result = {
+                    let mut seg = lock(&self.segment);
+                    self.write(&mut seg, &batch)
+                        .and_then(|()| self.sync(&mut seg))
+                };
+                batch.clear();
+                q = lock(&self.queue);
+                q.spare = batch;
+                match result {
+                    Ok(()) => q.durable = end,
+                    Err(_) => q.failed = true,
+                }
+                self.flushed[parity(number)].notify_all();
+                rounds += 1;
+                if result.is_err() || q.pending.is_empty() || rounds >= MAX_LEAD_ROUNDS {
+                    break result;
+                }
+            };
+            q.flushing = false;
+            if outcome.is_err() || !q.pending.is_empty() {
+                // The next batch's waiters (or, after a failure, everyone) must look again.
+                self.flushed[parity(q.batch)].notify_all();
+                self.flushed[parity(q.batch + 1)].notify_all();
+            }
+            outcome?;
+        }
+    }
+
+    fn write(&self, seg: &mut Segment, bytes: &[u8]) -> Result<(), WalError> {
+        if seg.failed {
+            return Err(WalError::Failed);
+        }
+        if bytes.is_empty() {
+            return Ok(());
+        }
+        let result = seg.file.write_all(bytes);
+        self.counters.writes.fetch_add(1, Ordering::Relaxed);
+        if let Err(source) = result {
+            seg.failed = true;
+            return Err(WalError::Io {
+                context: "writing",
+                path: seg.path.clone(),
+                source,
+            });
+        }
+        seg.len += bytes.len() as u64;
+        self.counters
+            .bytes
+            .fetch_add(bytes.len() as u64, Ordering::Relaxed);
+        Ok(())
+    }
+
+    fn sync(&self, seg: &mut Segment) -> Result<(), WalError> {
+        if seg.failed {
+            return Err(WalError::Failed);
+        }
+        self.counters.syncs.fetch_add(1, Ordering::Relaxed);
+        if let Err(source) = seg.file.sync_data() {
+            seg.failed = true;
+            return Err(WalError::Io {
+                context: "fdatasync of",
+                path: seg.path.clone(),
+                source,
+            });
+        }
+        Ok(())
+    }
+
+    /// The LSN after everything submitted so far.
+    pub(crate) fn submitted(&self) -> u64 {
+        match self.mode {
+            Durability::Group => self.submitted.load(Ordering::Relaxed),
+            Durability::Event | Durability::None => {
+                let seg = lock(&self.segment);
+                seg.start + seg.len
+            }
+        }
+    }
+
+    /// Starts a new segment at the current end of the log and returns its start LSN. Records
+    /// submitted without waiting are written (and flushed, unless the mode is `none`) first.
+    ///
+    /// The caller guarantees quiescence: no submission runs concurrently (the store holds its
+    /// checkpoint gate exclusively).
+    pub(crate) fn rotate(&self) -> Result<u64, WalError> {
+        let mut seg = lock(&self.segment);
+        if self.mode == Durability::Group {
+            let mut q = lock(&self.queue);
+            if q.failed {
+                return Err(WalError::Failed);
+            }
+            let batch = std::mem::take(&mut q.pending);
+            let result = self.write(&mut seg, &batch);
+            if result.is_err() {
+                q.failed = true;
+            } else {
+                q.durable = q.submitted;
+            }
+            result?;
+        }
+        if seg.len == 0 {
+            return Ok(seg.start);
+        }
+        if self.mode != Durability::None {
+            self.sync(&mut seg)?;
+        }
+        let end = seg.start + seg.len;
+        let sync = self.mode != Durability::None;
+        let next = create_segment(&self.dir, end, sync, &self.counters).inspect_err(|_| {
+            seg.failed = true;
+        })?;
+        *seg = next;
+        Ok(end)
+    }
+
+    /// Deletes every segment that ends at or before `lsn` (a segment start returned by
+    /// [`rotate`](Self::rotate) whose records are all checkpointed).
+    pub(crate) fn delete_before(&self, lsn: u64) -> Result<(), WalError> {
+        let segments = list_segments(&self.dir)?;
+        let mut deleted = false;
+        for (start, path) in segments {
+            if start < lsn {
+                fs::remove_file(&path).map_err(io_err("deleting", &path))?;
+                deleted = true;
+            }
+        }
+        if deleted && self.mode != Durability::None {
+            fsutil::sync_dir(&self.dir).map_err(io_err("fsync of", &self.dir))?;
+        }
+        Ok(())
+    }
+
+    /// What the log did so far.
+    pub(crate) fn stats(&self) -> WalStats {
+        WalStats {
+            syncs: self.counters.syncs.load(Ordering::Relaxed),
+            writes: self.counters.writes.load(Ordering::Relaxed),
+            bytes: self.counters.bytes.load(Ordering::Relaxed),
+            segments: self.counters.segments.load(Ordering::Relaxed),
+        }
+    }
+}
+
+fn parity(batch: u64) -> usize {
+    usize::from(batch % 2 == 1)
+}
+
+fn segment_path(dir: &Path, start: u64) -> PathBuf {
+    dir.join(format!("{start:016x}.wal"))
+}
+
+/// Creates (or, when one was left empty at exactly this LSN, reuses) the segment starting at
+/// `start`, and (with `sync`) makes its directory entry durable.
+fn create_segment(
+    dir: &Path,
+    start: u64,
+    sync: bool,
+    counters: &Counters,
+) -> Result<Segment, WalError> {
+    let path = segment_path(dir, start);
+    let file = fsutil::private_file()
+        .append(true)
+        .truncate(false)
+        .open(&path)
+        .map_err(io_err("creating", &path))?;
+    // A file already there at this LSN holds no valid record past it (recovery truncated it),
+    // so anything in it is garbage to drop before appending.
+    file.set_len(0).map_err(io_err("truncating", &path))?;
+    if sync {
+        file.sync_all().map_err(io_err("fsync of", &path))?;
+        fsutil::sync_dir(dir).map_err(io_err("fsync of", dir))?;
+    }
+    counters.segments.fetch_add(1, Ordering::Relaxed);
+    Ok(Segment {
+        file,
+        path,
+        start,
+        len: 0,
+        failed: false,
+    })
+}
+
+/// The segment files of `dir`, by start LSN. Other files are ignored.
+fn list_segments(dir: &Path) -> Result<Vec<(u64, PathBuf)>, WalError> {
+    let mut out = Vec::new();
+    for entry in fs::read_dir(dir).map_err(io_err("listing", dir))? {
+        let entry = entry.map_err(io_err("listing", dir))?;
+        let name = entry.file_name();
+        let Some(stem) = name.to_str().and_then(|n| n.strip_suffix(".wal")) else {
+            continue;
+        };
+        if stem.len() != 16 {
+            continue;
+        }
+        if let Ok(start) = u64::from_str_radix(stem, 16) {
+            out.push((start, entry.path()));
+        }
+    }
+    out.sort();
+    Ok(out)
+}
+
+/// Where recovery found the log to end early.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TornTail {
+    /// The segment file.
+    pub segment: PathBuf,
+    /// The offset in it of the first record that did not decode; the file was cut there.
+    pub offset: u64,
+    /// Why that record did not decode.
+    pub error: RecordError,
+}
+
+/// What [`recover`] found.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Recovered {
+    /// The LSN after the last valid record: where the log goes on.
+    pub(crate) end: u64,
+    /// Records replayed.
+    pub(crate) records: u64,
+    /// The torn or corrupt tail that was cut off, if any.
+    pub(crate) torn: Option<TornTail>,
+    /// Whether records between the checkpoint and the first segment are missing.
+    pub(crate) gap: bool,
+    /// Bytes cut off: the torn tail and any segment that did not follow on.
+    pub(crate) discarded_bytes: u64,
+}
+
+/// Replays the log of `dir` from `checkpoint` on, calling `apply` for every valid record (and
+/// its encoded bytes) in order, cuts the log at the first invalid record, and deletes segments wholly before
+/// `checkpoint`. Creates `dir` if needed.
+///
+/// # Errors
+/// [`WalError::Io`] if a segment cannot be read, cut or deleted; the error of `apply`, as is.
+pub(crate) fn recover<E: From<WalError>>(
+    dir: &Path,
+    checkpoint: u64,
+    sync: bool,
+    mut apply: impl FnMut(&Record<'_>, &[u8]) -> Result<(), E>,
+) -> Result<Recovered, E> {
+    let segments = list_segments(dir)?;
+    let mut out = Recovered {
+        end: checkpoint,
+        ..Recovered::default()
+    };
+    // Segments wholly before the checkpoint (left over by a crash during a checkpoint).
+    let first = segments
+        .iter()
+        .rposition(|(start, _)| *start <= checkpoint)
+        .unwrap_or(0);
+    let mut changed = false;
+    for (start, path) in segments.iter().take(first) {
+        if *start < checkpoint {
+            fs::remove_file(path).map_err(io_err("deleting", path))?;
+            changed = true;
+        }
+    }
+    let mut cut: Option<usize> = None;
+    for (i, (start, path)) in segments.iter().enumerate().skip(first) {
+        if *start != out.end {
+            if i == first {
+                // The checkpoint falls inside this segment (replaying its head again is
+                // harmless: every record is a blind write) or segments after the
+                // checkpoint are missing (reported).
+                out.gap = *start > out.end;
+                out.end = *start;
+            } else {
+                // Not a continuation of what was read: nothing after it can be trusted.
+                cut = Some(i);
+                break;
+            }
+        }
+        let bytes = fs::read(path).map_err(io_err("reading", path))?;
+        let mut offset = 0usize;
+        let mut failure = None;
+        // `offset < bytes.len()` in the loop, and `decode` never reports more bytes used than
+        // it was given, so the slices below stay in bounds.
+        while offset < bytes.len() {
+            match record::decode(&bytes[offset..]) {
+                Ok((record, used)) => {
+                    apply(&record, &bytes[offset..offset + used])?;
+                    out.records += 1;
+                    offset += used;
+                }
+                Err(error) => {
+                    failure = Some(error);
+                    break;
+                }
+            }
+        }
+        out.end = start + offset as u64;
+        if let Some(error) = failure {
+            let file = fs::OpenOptions::new()
+                .write(true)
+                .open(path)
+                .map_err(io_err("opening", path))?;
+            file.set_len(offset as u64)
+                .map_err(io_err("truncating", path))?;
+            if sync {
+                file.sync_all().map_err(io_err("fsync of", path))?;
+            }
+            out.torn = Some(TornTail {
+                segment: path.clone(),
+                offset: offset as u64,
+                error,
+            });
+            out.discarded_bytes += (bytes.len() - offset) as u64;
+            changed = true;
+            cut = Some(i + 1);
+            break;
+        }
+    }
+    if let Some(from) = cut {
+        for (_, path) in segments.iter().skip(from) {
+            let len = fs::metadata(path).map(|m| m.len()).unwrap_or(0);
+            fs::remove_file(path).map_err(io_err("deleting", path))?;
+            out.discarded_bytes += len;
+            changed = true;
+        }
+    }
+    if changed && sync {
+        fsutil::sync_dir(dir).map_err(io_err("fsync of", dir))?;
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests;

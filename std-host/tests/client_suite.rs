@@ -1,0 +1,20 @@
+//! Tests of `taskstream::client` and `taskstream demo`: one test binary with modules.
+//!
+//! | module | what |
+//! | --- | --- |
+//! | `real` | the client against the real `taskstream serve --in-memory --durability none`: streaming, resume, de-duplication, `events_gone` policies, both eras |
+//! | `fake` | the client against a scripted server that breaks the rules: gaps, missing related-task `_meta`, changed duplicates, bad `events_gone`, silence, EOF |
+//! | `cursor` | the file cursor store: round trip, atomic replacement under concurrent readers, leftovers of a crash |
+//! | `demo` | `taskstream demo --json` end to end (the slowest test: about 15 s) |
+//!
+//! No test sleeps to wait for a condition: each waits on the condition itself (a stream's
+//! end, a message on a channel) with a deadline.
+
+#[path = "client_suite/cursor.rs"]
+mod cursor;
+#[path = "client_suite/demo.rs"]
+mod demo;
+#[path = "client_suite/fake.rs"]
+mod fake;
+#[path = "client_suite/real.rs"]
+mod real;

@@ -1,0 +1,416 @@
+//! A wire client for hostile tests: spawns the real `taskstream serve`, writes raw bytes to its
+//! stdin, keeps every stdout line as text (so answers can be compared byte for byte), reads
+//! the server's resident memory, and waits for lines with a deadline, never a fixed sleep.
+
+use std::collections::VecDeque;
+use std::io::{BufRead, BufReader, Write};
+use std::path::Path;
+use std::process::{Child, ChildStdin, Command, ExitStatus, Stdio};
+use std::sync::mpsc::{channel, Receiver, RecvTimeoutError};
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+
+/// How long any single expected line may take.
+pub(crate) const DEADLINE: Duration = Duration::from_secs(60);
+
+/// The resident memory bound every test holds the server to (docs/security.md).
+pub(crate) const RSS_BOUND_KIB: u64 = 64 * 1024;
+
+/// One stdout line: its text and its parse.
+#[derive(Clone, Debug)]
+pub(crate) struct Line {
+    pub(crate) raw: String,
+    pub(crate) v: Value,
+}
+
+#[derive(Default)]
+struct Gate {
+    closed: Mutex<bool>,
+    cond: Condvar,
+}
+
+impl Gate {
+    fn wait_open(&self) {
+        let mut closed = self.closed.lock().expect("gate");
+        while *closed {
+            closed = self.cond.wait(closed).expect("gate");
+        }
+    }
+
+    fn set(&self, closed: bool) {
+        *self.closed.lock().expect("gate") = closed;
+        self.cond.notify_all();
+    }
+}
+
+pub(crate) struct Server {
+    child: Child,
+    stdin: Option<ChildStdin>,
+    out: Receiver<Line>,
+    gate: Arc<Gate>,
+    backlog: VecDeque<Line>,
+    next_id: i64,
+    stderr: Arc<Mutex<String>>,
+}
+
+pub(crate) fn bin() -> &'static str {
+    env!("CARGO_BIN_EXE_taskstream")
+}
+
+impl Server {
+    /// `taskstream serve ARGS` with the default log level (`TASKSTREAM_LOG` unset).
+    pub(crate) fn spawn(args: &[&str]) -> Server {
+        let mut child = Command::new(bin())
+            .arg("serve")
+            .args(args)
+            .env_remove("TASKSTREAM_PRINCIPAL")
+            .env_remove("TASKSTREAM_LOG")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn taskstream");
+        let stdout = child.stdout.take().expect("stdout");
+        let stderr = child.stderr.take().expect("stderr");
+        let gate = Arc::new(Gate::default());
+        let (tx, out) = channel();
+        let g = Arc::clone(&gate);
+        std::thread::spawn(move || {
+            let mut r = BufReader::with_capacity(1024, stdout);
+            loop {
+                g.wait_open();
+                let mut raw = String::new();
+                match r.read_line(&mut raw) {
+                    Ok(0) | Err(_) => break,
+                    Ok(_) => {
+                        let raw = raw.trim_end_matches('\n').to_owned();
+                        let v: Value = serde_json::from_str(&raw)
+                            .unwrap_or_else(|e| panic!("stdout line is not JSON ({e}): {raw}"));
+                        if tx.send(Line { raw, v }).is_err() {
+                            break;
+                        }
+                    }
+                }
+            }
+        });
+        let log = Arc::new(Mutex::new(String::new()));
+        let sink = Arc::clone(&log);
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines() {
+                let Ok(line) = line else { break };
+                let mut all = sink.lock().expect("stderr");
+                all.push_str(&line);
+                all.push('\n');
+            }
+        });
+        let stdin = child.stdin.take();
+        Server {
+            child,
+            stdin,
+            out,
+            gate,
+            backlog: VecDeque::new(),
+            next_id: 1,
+            stderr: log,
+        }
+    }
+
+    /// An in-memory server without fsync, plus `extra` flags.
+    pub(crate) fn in_memory(extra: &[&str]) -> Server {
+        let mut args = vec!["--in-memory", "--durability", "none"];
+        args.extend_from_slice(extra);
+        Server::spawn(&args)
+    }
+
+    /// A server on data dir `dir` as `principal`, plus `extra` flags.
+    pub(crate) fn on_dir(dir: &Path, principal: &str, extra: &[&str]) -> Server {
+        let dir = dir.to_str().expect("utf-8 path");
+        let mut args = vec![
+            "--data-dir",
+            dir,
+            "--principal",
+            principal,
+            "--durability",
+            "none",
+        ];
+        args.extend_from_slice(extra);
+        Server::spawn(&args)
+    }
+
+    /// `initialize` (2025-11-25) + `notifications/initialized`.
+    pub(crate) fn initialize(&mut self) {
+        let r = self.call(
+            "initialize",
+            json!({"protocolVersion": "2025-11-25", "capabilities": {},
+                   "clientInfo": {"name": "hostile", "version": "1"}}),
+        );
+        assert!(r.v.get("result").is_some(), "{}", r.raw);
+        self.send(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+    }
+
+    /// An in-memory legacy session.
+    pub(crate) fn legacy(extra: &[&str]) -> Server {
+        let mut s = Server::in_memory(extra);
+        s.initialize();
+        s
+    }
+
+    pub(crate) fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Writes raw bytes (no newline added).
+    pub(crate) fn write(&mut self, bytes: &[u8]) {
+        let stdin = self.stdin.as_mut().expect("stdin open");
+        stdin.write_all(bytes).expect("write");
+        stdin.flush().expect("flush");
+    }
+
+    /// Reads everything the server wrote before it answered a `ping` sent now, then drops the
+    /// lines matching `pred` (e.g. leftovers of an earlier stream).
+    pub(crate) fn discard_until_now(&mut self, pred: impl Fn(&Value) -> bool) {
+        let id = self.request("ping", json!({}));
+        self.response(id);
+        self.backlog.retain(|l| !pred(&l.v));
+    }
+
+    /// Takes stdin, to write from another thread; give it back with
+    /// [`give_stdin`](Self::give_stdin).
+    pub(crate) fn take_stdin(&mut self) -> ChildStdin {
+        self.stdin.take().expect("stdin open")
+    }
+
+    pub(crate) fn give_stdin(&mut self, stdin: ChildStdin) {
+        self.stdin = Some(stdin);
+    }
+
+    /// Waits until stderr contains `needle`.
+    #[track_caller]
+    pub(crate) fn wait_stderr(&self, needle: &str) {
+        let end = Instant::now() + DEADLINE;
+        while !self.stderr().contains(needle) {
+            assert!(
+                Instant::now() < end,
+                "no stderr line with {needle:?}; stderr: {}",
+                self.stderr()
+            );
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+
+    /// Writes one line (a newline is added).
+    pub(crate) fn send_raw(&mut self, line: &[u8]) {
+        let mut buf = Vec::with_capacity(line.len() + 1);
+        buf.extend_from_slice(line);
+        buf.push(b'\n');
+        self.write(&buf);
+    }
+
+    /// Writes one message.
+    pub(crate) fn send(&mut self, v: &Value) {
+        self.send_raw(v.to_string().as_bytes());
+    }
+
+    /// A fresh integer id.
+    pub(crate) fn fresh_id(&mut self) -> i64 {
+        let id = self.next_id;
+        self.next_id += 1;
+        id
+    }
+
+    /// Sends a request with a fresh id; returns the id.
+    pub(crate) fn request(&mut self, method: &str, params: Value) -> i64 {
+        let id = self.fresh_id();
+        self.send(&json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}));
+        id
+    }
+
+    /// The first line (backlog first) matching `pred`, or `None` after `timeout`.
+    pub(crate) fn try_recv(
+        &mut self,
+        pred: impl Fn(&Value) -> bool,
+        timeout: Duration,
+    ) -> Option<Line> {
+        if let Some(i) = self.backlog.iter().position(|l| pred(&l.v)) {
+            return self.backlog.remove(i);
+        }
+        let end = Instant::now() + timeout;
+        loop {
+            let left = end.saturating_duration_since(Instant::now());
+            match self.out.recv_timeout(left) {
+                Ok(l) if pred(&l.v) => return Some(l),
+                Ok(l) => self.backlog.push_back(l),
+                Err(RecvTimeoutError::Timeout | RecvTimeoutError::Disconnected) => return None,
+            }
+        }
+    }
+
+    #[track_caller]
+    pub(crate) fn recv(&mut self, what: &str, pred: impl Fn(&Value) -> bool) -> Line {
+        match self.try_recv(pred, DEADLINE) {
+            Some(l) => l,
+            None => panic!(
+                "no {what} within {DEADLINE:?}; backlog {:?}; stderr {}",
+                self.backlog
+                    .iter()
+                    .take(20)
+                    .map(|l| &l.raw)
+                    .collect::<Vec<_>>(),
+                self.stderr()
+            ),
+        }
+    }
+
+    /// The response with this id (`Value` form of the id).
+    #[track_caller]
+    pub(crate) fn response_to(&mut self, id: &Value) -> Line {
+        let id = id.clone();
+        self.recv(&format!("response {id}"), move |v| {
+            v.get("id") == Some(&id) && v.get("method").is_none()
+        })
+    }
+
+    #[track_caller]
+    pub(crate) fn response(&mut self, id: i64) -> Line {
+        self.response_to(&json!(id))
+    }
+
+    #[track_caller]
+    pub(crate) fn call(&mut self, method: &str, params: Value) -> Line {
+        let id = self.request(method, params);
+        self.response(id)
+    }
+
+    /// The `result` of a request, failing on an error.
+    #[track_caller]
+    pub(crate) fn ok(&mut self, method: &str, params: Value) -> Value {
+        let r = self.call(method, params);
+        assert!(r.v.get("error").is_none(), "{method} failed: {}", r.raw);
+        r.v["result"].clone()
+    }
+
+    /// The `error` of a request, failing on a result.
+    #[track_caller]
+    pub(crate) fn err(&mut self, method: &str, params: Value) -> Value {
+        let r = self.call(method, params);
+        assert!(
+            r.v.get("error").is_some(),
+            "{method} should fail: {}",
+            r.raw
+        );
+        r.v["error"].clone()
+    }
+
+    /// The next error response with `id: null`.
+    #[track_caller]
+    pub(crate) fn null_id_error(&mut self) -> Value {
+        self.recv("an error with id null", |v| {
+            v.get("id") == Some(&Value::Null) && v.get("error").is_some()
+        })
+        .v["error"]
+            .clone()
+    }
+
+    /// The next answer (a line without `method`; notifications are skipped) is the one to
+    /// request `id`: nothing sent before it was answered (used after lines that must get no
+    /// answer, such as notifications, or whose parts must not be answered, such as a batch).
+    #[track_caller]
+    pub(crate) fn assert_next_is_response(&mut self, id: i64) {
+        let l = self.recv("an answer", |v| v.get("method").is_none());
+        assert_eq!(
+            l.v["id"],
+            json!(id),
+            "expected only the answer to {id}, got {}",
+            l.raw
+        );
+    }
+
+    /// Every stderr byte so far.
+    pub(crate) fn stderr(&self) -> String {
+        self.stderr.lock().expect("stderr").clone()
+    }
+
+    /// The server's resident memory (VmRSS) in KiB.
+    pub(crate) fn rss_kib(&self) -> u64 {
+        rss_kib(self.pid())
+    }
+
+    /// Stops reading stdout until [`resume_reading`](Self::resume_reading).
+    pub(crate) fn pause_reading(&self) {
+        self.gate.set(true);
+    }
+
+    pub(crate) fn resume_reading(&self) {
+        self.gate.set(false);
+    }
+
+    /// Closes stdin and waits for the exit.
+    #[track_caller]
+    pub(crate) fn shutdown(&mut self) -> ExitStatus {
+        self.stdin = None;
+        self.gate.set(false);
+        self.wait_exit()
+    }
+
+    #[track_caller]
+    pub(crate) fn wait_exit(&mut self) -> ExitStatus {
+        let end = Instant::now() + DEADLINE;
+        loop {
+            if let Some(status) = self.child.try_wait().expect("try_wait") {
+                return status;
+            }
+            assert!(Instant::now() < end, "server did not exit");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+
+    /// SIGKILL, as a crash.
+    pub(crate) fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        // A clean exit lets an in-memory store remove its temporary files; kill only if the
+        // server does not go within a few seconds.
+        self.stdin = None;
+        self.gate.set(false);
+        let end = Instant::now() + Duration::from_secs(5);
+        while Instant::now() < end {
+            if let Ok(Some(_)) = self.child.try_wait() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// VmRSS of process `pid` in KiB.
+pub(crate) fn rss_kib(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("proc status");
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .expect("VmRSS")
+}
+
+/// Modern `_meta` added to `params`; `tasks` declares the Tasks extension.
+pub(crate) fn modern(mut params: Value, tasks: bool) -> Value {
+    let caps = if tasks {
+        json!({"extensions": {"io.modelcontextprotocol/tasks": {}}})
+    } else {
+        json!({})
+    };
+    params["_meta"] = json!({
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": caps,
+    });
+    params
+}

@@ -1,0 +1,412 @@
+//! The limits of SEP-2694 "Security Implications" (SE-07), each enforced through the real
+//! binary: concurrent streams per client, payload size, retention duration (event age and
+//! terminal retention), events retained per task, resume attempts (failed lookups), and the
+//! work a connection may run at once.
+
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+
+use crate::check::{assert_healthy, assert_intact, start_emit, stream_all, wait_terminal};
+use crate::client::{Server, DEADLINE};
+
+/// Polls `probe` (a request whose answer is checked by `done`) until `done` holds, with a
+/// deadline. Each poll is a request, so this waits on the server's own answers.
+#[track_caller]
+fn poll_until(
+    s: &mut Server,
+    what: &str,
+    mut probe: impl FnMut(&mut Server) -> Value,
+    done: impl Fn(&Value) -> bool,
+) -> Value {
+    let end = Instant::now() + DEADLINE;
+    loop {
+        let v = probe(s);
+        if done(&v) {
+            return v;
+        }
+        assert!(Instant::now() < end, "{what}: still {v}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn se07_concurrent_streams_per_connection() {
+    let mut s = Server::legacy(&["--max-streams", "2"]);
+    let tasks: Vec<_> = (0..3).map(|_| start_emit(&mut s, 20, 50, 0)).collect();
+    let first = s.request("tasks/stream", json!({"taskId": tasks[0].task}));
+    let second = s.request("tasks/stream", json!({"taskId": tasks[1].task}));
+    let e = s.err("tasks/stream", json!({"taskId": tasks[2].task}));
+    assert_eq!(e["code"], json!(-32602));
+    assert_eq!(e["data"]["reason"], json!("stream_limit"));
+    // Cancelling one frees its slot.
+    s.send(
+        &json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
+                   "params": {"requestId": first}}),
+    );
+    let (events, end) = stream_all(&mut s, json!({"taskId": tasks[2].task}));
+    assert_eq!(end["result"], json!({}), "{end}");
+    assert_eq!(events.len(), 22);
+    // The second stream ran to its end meanwhile (its events are in the backlog).
+    let mut n = 0;
+    loop {
+        let l = s.recv("the second stream", |v| {
+            v["params"]["taskId"] == json!(tasks[1].task) || v["id"] == json!(second)
+        });
+        if l.v["id"] == json!(second) {
+            break;
+        }
+        n += usize::from(l.v["method"] == "notifications/tasks/event");
+    }
+    assert_eq!(n, 22);
+    assert_healthy(&mut s, &tasks);
+}
+
+#[test]
+fn se07_payload_size() {
+    let mut s = Server::legacy(&["--max-payload-bytes", "200"]);
+    // {"i":0,"data":"…"} is 17 bytes plus the data: 183 bytes of data is exactly the limit.
+    let fits = start_emit(&mut s, 3, 0, 183);
+    wait_terminal(&mut s, &fits.task);
+    let (events, _) = stream_all(&mut s, json!({"taskId": fits.task}));
+    let largest = events
+        .iter()
+        .map(|e| e["payload"].to_string().len())
+        .max()
+        .expect("events");
+    assert_eq!(largest, 200);
+    assert_intact(&mut s, &fits);
+    // One byte more is refused before anything runs, plainly and as a task.
+    for task in [json!({}), Value::Null] {
+        let mut params = json!({"name": "emit", "arguments": {"count": 3, "payload_bytes": 184}});
+        if task.is_object() {
+            params["task"] = task;
+        }
+        let r = s.ok("tools/call", params);
+        assert_eq!(r["isError"], json!(true), "{r}");
+        let text = r["content"][0]["text"].as_str().expect("text");
+        assert!(text.contains("--max-payload-bytes"), "{text}");
+    }
+    // A workload whose events are larger (a trace) fails at the first one: nothing over the
+    // limit is stored or sent.
+    let mut s = Server::legacy(&["--max-payload-bytes", "64"]);
+    let r = s.ok(
+        "tools/call",
+        json!({"name": "run_trace", "arguments": {"name": "code-review", "speed": 100000}, "task": {}}),
+    );
+    let task = r["task"]["taskId"].as_str().expect("taskId").to_owned();
+    let result = wait_terminal(&mut s, &task);
+    assert_eq!(result["result"]["isError"], json!(true), "{result}");
+    // The limit is on workload events; the server's own status events (here the final one,
+    // whose message says which event was refused) are not subject to it.
+    let (events, _) = stream_all(&mut s, json!({"taskId": task}));
+    assert!(events.len() >= 2);
+    for e in &events {
+        if e["type"] != json!("dev.taskstream.task.status") {
+            assert!(e["payload"].to_string().len() <= 64, "{e}");
+        }
+    }
+    let last = events.last().expect("events");
+    assert_eq!(last["type"], json!("dev.taskstream.task.status"));
+    assert_eq!(last["payload"]["status"], json!("failed"));
+    assert_eq!(
+        s.ok("tasks/get", json!({"taskId": task}))["status"],
+        json!("failed")
+    );
+}
+
+#[test]
+fn se07_retention_duration_event_age() {
+    let mut s = Server::legacy(&["--max-event-age", "1"]);
+    let e = start_emit(&mut s, 5, 0, 0);
+    wait_terminal(&mut s, &e.task);
+    // Once a second the sweep drops events older than a second: all seven go.
+    let got = poll_until(
+        &mut s,
+        "events past --max-event-age dropped",
+        |s| s.ok("tasks/get", json!({"taskId": e.task}))["_meta"]["dev.taskstream/events"].clone(),
+        |r| r["earliestSeq"] == json!(7),
+    );
+    // latestSeq is the last seq assigned, retained or not.
+    assert_eq!(got, json!({"earliestSeq": 7, "latestSeq": 6, "nextSeq": 7}));
+    let err = s.err("tasks/stream", json!({"taskId": e.task, "after": 0}));
+    assert_eq!(
+        err,
+        json!({"code": -32010, "message": "Task events are no longer available",
+               "data": {"reason": "events_gone", "taskId": e.task, "earliestSeq": 7}})
+    );
+    // RS-06: nothing retained, terminal: the empty result at once.
+    let (events, end) = stream_all(&mut s, json!({"taskId": e.task}));
+    assert_eq!((events.len(), end["result"].clone()), (0, json!({})));
+}
+
+#[test]
+fn se07_retention_duration_terminal_retention() {
+    let mut s = Server::legacy(&["--terminal-retention", "1"]);
+    let e = start_emit(&mut s, 5, 0, 0);
+    wait_terminal(&mut s, &e.task);
+    // Retrievable right after the end, then removed with its events.
+    assert_eq!(
+        s.ok("tasks/get", json!({"taskId": e.task}))["status"],
+        json!("completed")
+    );
+    let gone = poll_until(
+        &mut s,
+        "task past --terminal-retention removed",
+        |s| s.call("tasks/get", json!({"taskId": e.task})).v,
+        |r| r.get("error").is_some(),
+    );
+    assert_eq!(
+        gone["error"]["data"]["reason"],
+        json!("unknown_task"),
+        "{gone}"
+    );
+    let e2 = s.err("tasks/stream", json!({"taskId": e.task}));
+    assert_eq!(e2["data"]["reason"], json!("unknown_task"));
+    assert_eq!(s.ok("tasks/list", json!({}))["tasks"], json!([]));
+}
+
+#[test]
+fn se07_events_retained_per_task() {
+    let mut s = Server::legacy(&["--max-events-per-task", "5"]);
+    let e = start_emit(&mut s, 20, 0, 0);
+    wait_terminal(&mut s, &e.task);
+    // 22 events, seq 0..=21; the newest five are kept.
+    let meta =
+        s.ok("tasks/get", json!({"taskId": e.task}))["_meta"]["dev.taskstream/events"].clone();
+    assert_eq!(
+        meta,
+        json!({"earliestSeq": 17, "latestSeq": 21, "nextSeq": 22})
+    );
+    let err = s.err("tasks/stream", json!({"taskId": e.task, "after": 3}));
+    assert_eq!(err["code"], json!(-32010));
+    assert_eq!(err["data"]["earliestSeq"], json!(17));
+    let (events, _) = stream_all(&mut s, json!({"taskId": e.task}));
+    let seqs: Vec<u64> = events.iter().filter_map(|e| e["seq"].as_u64()).collect();
+    assert_eq!(seqs, [17, 18, 19, 20, 21]);
+    // EG-02: resuming from earliestSeq - 1 replays exactly what is retained.
+    let (events, _) = stream_all(&mut s, json!({"taskId": e.task, "after": 16}));
+    assert_eq!(events.len(), 5);
+}
+
+#[test]
+fn se07_message_size() {
+    // (No initialize: its line is longer than 100 bytes; ping needs none.)
+    let mut s = Server::in_memory(&["--max-message-bytes", "100"]);
+    let pad = |n: usize| {
+        let head = r#"{"jsonrpc":"2.0","id":"m","method":"ping","params":{"p":""#;
+        let tail = r#""}}"#;
+        format!("{head}{}{tail}", "z".repeat(n - head.len() - tail.len()))
+    };
+    s.send_raw(pad(101).as_bytes());
+    assert_eq!(
+        s.null_id_error()["data"]["reason"],
+        json!("message_too_long")
+    );
+    s.send_raw(pad(100).as_bytes());
+    assert_eq!(s.response_to(&json!("m")).v["result"], json!({}));
+}
+
+/// Sends one request that misses in each way that counts (SE-07, resume attempts); returns how
+/// many were sent.
+fn one_miss_of_each_kind(s: &mut Server, real_task: &str) -> usize {
+    let unknown = "0123456789abcdef0123456789abcdef";
+    let misses = [
+        ("tasks/get", json!({"taskId": unknown})),
+        ("tasks/cancel", json!({"taskId": unknown})),
+        ("tasks/result", json!({"taskId": unknown})),
+        ("tasks/stream", json!({"taskId": unknown})),
+        ("tasks/stream", json!({"taskId": real_task, "after": -1})),
+        (
+            "tasks/stream",
+            json!({"taskId": real_task, "after": 1_000_000}),
+        ),
+        ("tasks/list", json!({"cursor": "not-a-cursor"})),
+    ];
+    for (method, params) in &misses {
+        let e = s.err(method, params.clone());
+        assert_eq!(e["code"], json!(-32602), "{method}: {e}");
+        assert_ne!(
+            e["data"]["reason"],
+            json!("too_many_failures"),
+            "{method}: {e}"
+        );
+    }
+    misses.len()
+}
+
+#[test]
+fn se07_failed_lookups_are_refused_after_the_limit() {
+    let mut s = Server::legacy(&["--max-failed-lookups-per-minute", "7"]);
+    let done = start_emit(&mut s, 3, 0, 0);
+    wait_terminal(&mut s, &done.task);
+    let running = start_emit(&mut s, 40, 25, 8);
+    let open = s.request("tasks/stream", json!({"taskId": running.task}));
+    assert_eq!(one_miss_of_each_kind(&mut s, &done.task), 7);
+    // The allowance is spent: every Tasks request is refused, even for a real task, and
+    // nothing is looked up.
+    for (method, params) in [
+        ("tasks/get", json!({"taskId": done.task})),
+        ("tasks/stream", json!({"taskId": done.task})),
+        ("tasks/list", json!({})),
+        ("tasks/result", json!({"taskId": done.task})),
+        ("tasks/cancel", json!({"taskId": running.task})),
+    ] {
+        let e = s.err(method, params);
+        assert_eq!(e["code"], json!(-32602), "{method}: {e}");
+        assert_eq!(
+            e["data"]["reason"],
+            json!("too_many_failures"),
+            "{method}: {e}"
+        );
+        let wait = e["data"]["retryAfterMs"].as_u64().expect("retryAfterMs");
+        assert!((1..=60_000).contains(&wait), "{wait}");
+    }
+    assert!(s.stderr().contains("failed task lookups"), "{}", s.stderr());
+    // Everything else works, and the stream opened before goes on to the end.
+    assert_eq!(s.ok("ping", json!({})), json!({}));
+    assert!(s.ok("tools/list", json!({}))["tools"].is_array());
+    let mut seqs = Vec::new();
+    loop {
+        let l = s.recv("the open stream", |v| {
+            v["params"]["taskId"] == json!(running.task) || v["id"] == json!(open)
+        });
+        match l.v["params"]["seq"].as_u64() {
+            Some(seq) if l.v["method"] == "notifications/tasks/event" => seqs.push(seq),
+            _ if l.v["id"] == json!(open) => break,
+            _ => {}
+        }
+    }
+    assert_eq!(seqs, (0..42).collect::<Vec<u64>>());
+}
+
+#[test]
+fn se07_failed_lookups_refill_at_the_limit_rate() {
+    // 600 a minute: one miss costs 100 ms.
+    let mut s = Server::legacy(&["--max-failed-lookups-per-minute", "600"]);
+    let e = start_emit(&mut s, 2, 0, 0);
+    wait_terminal(&mut s, &e.task);
+    let started = Instant::now();
+    let mut misses = 0u64;
+    let refused = loop {
+        let err = s.err("tasks/get", json!({"taskId": "ffff"}));
+        if err["data"]["reason"] == json!("too_many_failures") {
+            break err;
+        }
+        assert_eq!(err["data"]["reason"], json!("unknown_task"));
+        misses += 1;
+    };
+    let refill = started.elapsed().as_millis() as u64 / 100;
+    assert!(
+        (600..=600 + refill + 1).contains(&misses),
+        "{misses} misses admitted in {:?}",
+        started.elapsed()
+    );
+    assert!(refused["data"]["retryAfterMs"]
+        .as_u64()
+        .is_some_and(|w| w <= 100));
+    // Refusals cost nothing: polling until admitted again takes about one miss's cost.
+    let got = poll_until(
+        &mut s,
+        "a lookup admitted again",
+        |s| s.call("tasks/get", json!({"taskId": e.task})).v,
+        |r| r.get("result").is_some(),
+    );
+    assert_eq!(got["result"]["taskId"], json!(e.task));
+}
+
+#[test]
+fn se07_honest_use_never_meets_the_failed_lookup_limit() {
+    let mut s = Server::legacy(&["--max-events-per-task", "3"]);
+    let tasks: Vec<_> = (0..20).map(|_| start_emit(&mut s, 10, 0, 0)).collect();
+    for t in &tasks {
+        wait_terminal(&mut s, &t.task);
+    }
+    // Hundreds of successful lookups and streams, and events_gone answers (an honest client
+    // that fell behind), none of which is a miss.
+    for round in 0..20 {
+        for t in &tasks {
+            assert_eq!(
+                s.ok("tasks/get", json!({"taskId": t.task}))["status"],
+                json!("completed")
+            );
+            let err = s.err("tasks/stream", json!({"taskId": t.task, "after": 0}));
+            assert_eq!(err["data"]["reason"], json!("events_gone"), "round {round}");
+        }
+        let (events, _) = stream_all(&mut s, json!({"taskId": tasks[round].task}));
+        assert_eq!(events.len(), 3);
+    }
+    assert!(!s.stderr().contains("failed task lookups"));
+}
+
+#[test]
+fn running_work_per_connection_is_limited() {
+    let mut s = Server::legacy(&["--max-running-tasks", "2"]);
+    let a = start_emit(&mut s, 1000, 100, 0);
+    let b = start_emit(&mut s, 1000, 100, 0);
+    for params in [
+        json!({"name": "emit", "arguments": {"count": 1}, "task": {}}),
+        json!({"name": "emit", "arguments": {"count": 1}}),
+    ] {
+        let e = s.err("tools/call", params);
+        assert_eq!(e["code"], json!(-32602), "{e}");
+        assert_eq!(e["data"]["reason"], json!("task_limit"));
+    }
+    // tasks/result waiters are bounded by the same number.
+    let w1 = s.request("tasks/result", json!({"taskId": a.task}));
+    let w2 = s.request("tasks/result", json!({"taskId": b.task}));
+    let e = s.err("tasks/result", json!({"taskId": a.task}));
+    assert_eq!(e["data"]["reason"], json!("waiter_limit"), "{e}");
+    // A task that ends frees its place.
+    s.ok("tasks/cancel", json!({"taskId": a.task}));
+    s.response(w1);
+    let c = poll_until(
+        &mut s,
+        "a place for a new task",
+        |s| {
+            s.call(
+                "tools/call",
+                json!({"name": "emit", "arguments": {"count": 2}, "task": {}}),
+            )
+            .v
+        },
+        |r| r.get("result").is_some(),
+    );
+    let c = c["result"]["task"]["taskId"]
+        .as_str()
+        .expect("taskId")
+        .to_owned();
+    wait_terminal(&mut s, &c);
+    s.ok("tasks/cancel", json!({"taskId": b.task}));
+    s.response(w2);
+}
+
+#[test]
+fn a_reused_request_id_is_refused_while_the_first_is_open() {
+    let mut s = Server::legacy(&[]);
+    let t = start_emit(&mut s, 50, 20, 0);
+    s.send(&json!({"jsonrpc": "2.0", "id": "dup", "method": "tasks/stream", "params": {"taskId": t.task}}));
+    s.send(
+        &json!({"jsonrpc": "2.0", "id": "dup", "method": "tools/call",
+                   "params": {"name": "emit", "arguments": {"count": 1}}}),
+    );
+    let l = s.recv("the refusal", |v| {
+        v["id"] == json!("dup") && v.get("error").is_some()
+    });
+    assert_eq!(l.v["error"]["code"], json!(-32600), "{}", l.raw);
+    // The stream is answered once, at its end, with all its events.
+    let mut n = 0;
+    loop {
+        let l = s.recv("stream", |v| {
+            v["params"]["taskId"] == json!(t.task) || v["id"] == json!("dup")
+        });
+        if l.v["method"] == "notifications/tasks/event" {
+            n += 1;
+        } else {
+            assert_eq!(l.v["result"], json!({}), "{}", l.raw);
+            break;
+        }
+    }
+    assert_eq!(n, 52);
+    assert_healthy(&mut s, &[t]);
+}

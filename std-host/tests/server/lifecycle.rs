@@ -1,0 +1,155 @@
+//! Lifecycle in both eras (MCP-DIGEST a.3, a.4), framing and error handling (a.2, a.5).
+
+use std::process::Command;
+
+use serde_json::{json, Value};
+
+use crate::client::{bin, modern, Server};
+
+#[test]
+fn legacy_initialize_echoes_a_supported_version_and_advertises_event_streams() {
+    let mut s = Server::in_memory(&[]);
+    let r = s.initialize("2025-06-18");
+    let result = &r["result"];
+    assert_eq!(result["protocolVersion"], "2025-06-18");
+    assert_eq!(
+        result["capabilities"]["tasks"],
+        json!({"list": {}, "cancel": {}, "requests": {"tools": {"call": {}}}, "eventStreams": {}})
+    );
+    assert!(result["capabilities"]["tools"].is_object());
+    assert_eq!(result["serverInfo"]["name"], "taskstream");
+    // A second initialize is refused; the session stays legacy (no resultType).
+    assert_eq!(
+        s.error_code("initialize", json!({"protocolVersion": "2025-06-18"})),
+        -32600
+    );
+    assert_eq!(s.ok("ping", json!({})), json!({}));
+}
+
+#[test]
+fn legacy_initialize_offers_the_latest_for_an_unknown_version() {
+    let mut s = Server::in_memory(&[]);
+    let r = s.initialize("2024-01-01");
+    assert_eq!(r["result"]["protocolVersion"], "2025-11-25");
+}
+
+#[test]
+fn before_initialize_only_ping_works_without_modern_meta() {
+    let mut s = Server::in_memory(&[]);
+    assert_eq!(s.ok("ping", json!({})), json!({}));
+    // DX-05: neither initialized nor modern: -32602 naming the missing _meta.
+    let r = s.call("tools/list", json!({}));
+    assert_eq!(r["error"]["code"], -32602);
+    assert!(
+        r["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("protocolVersion")),
+        "{r}"
+    );
+}
+
+#[test]
+fn modern_discover_and_dressed_results() {
+    let mut s = Server::in_memory(&[]);
+    let r = s.ok("server/discover", modern(json!({}), false));
+    assert_eq!(r["resultType"], "complete");
+    assert_eq!(r["supportedVersions"], json!(["2026-07-28"]));
+    assert_eq!(
+        r["capabilities"]["extensions"]["io.modelcontextprotocol/tasks"],
+        json!({"eventStreams": {}})
+    );
+    assert_eq!(r["ttlMs"], 3_600_000);
+    assert_eq!(r["cacheScope"], "public");
+    assert_eq!(
+        r["_meta"]["io.modelcontextprotocol/serverInfo"]["name"],
+        "taskstream"
+    );
+    let l = s.ok("tools/list", modern(json!({}), false));
+    assert_eq!(l["resultType"], "complete");
+    assert!(l["ttlMs"].is_u64() && l["cacheScope"].is_string(), "{l}");
+}
+
+#[test]
+fn modern_meta_errors() {
+    let mut s = Server::in_memory(&[]);
+    // DX-05: missing required _meta.
+    assert_eq!(s.error_code("server/discover", json!({})), -32602);
+    let no_caps = json!({"_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28"}});
+    assert_eq!(s.error_code("server/discover", no_caps), -32602);
+    // Unknown version: -32022 with supported and requested.
+    let old = json!({"_meta": {"io.modelcontextprotocol/protocolVersion": "2030-01-01",
+                               "io.modelcontextprotocol/clientCapabilities": {}}});
+    let r = s.call("server/discover", old);
+    assert_eq!(r["error"]["code"], -32022);
+    assert_eq!(
+        r["error"]["data"],
+        json!({"supported": ["2026-07-28"], "requested": "2030-01-01"})
+    );
+}
+
+#[test]
+fn initialize_after_modern_requests_selects_legacy_for_good() {
+    let mut s = Server::in_memory(&[]);
+    s.ok("server/discover", modern(json!({}), false));
+    s.initialize("2025-11-25");
+    // Now legacy: results are not dressed and server/discover is not a method.
+    let l = s.ok("tools/list", modern(json!({}), false));
+    assert!(l.get("resultType").is_none(), "{l}");
+    assert_eq!(
+        s.error_code("server/discover", modern(json!({}), false)),
+        -32601
+    );
+}
+
+#[test]
+fn bad_lines_get_errors_and_the_server_reads_on() {
+    let mut s = Server::legacy(&["--max-message-bytes", "1024"]);
+    s.send_raw(r#"{"jsonrpc":"2.0","id":1,"method""#);
+    let r = s.recv("parse error", |v| v["error"]["code"] == -32700);
+    assert_eq!(r["id"], Value::Null);
+    s.send_raw(r#"{"x":tru,"id":2}"#);
+    s.recv("parse error", |v| v["error"]["code"] == -32700);
+    s.send_raw(r#"[{"jsonrpc":"2.0","id":3,"method":"ping"}]"#);
+    s.recv("batch refused", |v| v["error"]["code"] == -32600);
+    s.send_raw(r#"{"jsonrpc":"2.0","id":null,"method":"ping"}"#);
+    s.recv("null id refused", |v| v["error"]["code"] == -32600);
+    let long = format!(
+        r#"{{"jsonrpc":"2.0","id":4,"method":"ping","params":{{"pad":"{}"}}}}"#,
+        "x".repeat(4000)
+    );
+    s.send_raw(&long);
+    s.recv("too long", |v| v["error"]["code"] == -32600);
+    // Unknown notifications are dropped silently; unknown methods are -32601.
+    s.send(&json!({"jsonrpc": "2.0", "method": "notifications/whatever"}));
+    assert_eq!(s.error_code("no/such/method", json!({})), -32601);
+    assert_eq!(s.ok("ping", json!({})), json!({}));
+    assert!(s.try_recv(|_| true, std::time::Duration::ZERO).is_none());
+}
+
+#[test]
+fn exits_on_stdin_eof() {
+    let mut s = Server::legacy(&[]);
+    s.close_stdin();
+    assert!(s.wait_exit().success());
+    s.wait_stderr("end of input");
+}
+
+#[test]
+fn help_and_bad_flags() {
+    let out = Command::new(bin()).arg("--help").output().expect("run");
+    assert!(out.status.success());
+    assert!(String::from_utf8_lossy(&out.stdout).contains("serve"));
+    let out = Command::new(bin())
+        .args(["serve", "--help"])
+        .output()
+        .expect("run");
+    assert!(out.status.success());
+    assert!(String::from_utf8_lossy(&out.stdout).contains("--max-streams"));
+    let out = Command::new(bin())
+        .args(["serve", "--max-streams", "zero"])
+        .output()
+        .expect("run");
+    assert_eq!(out.status.code(), Some(2));
+    let out = Command::new(bin()).arg("frobnicate").output().expect("run");
+    assert_eq!(out.status.code(), Some(2));
+}

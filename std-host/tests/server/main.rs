@@ -1,0 +1,11 @@
+//! Black-box tests of `taskstream serve`: the real binary over pipes. One test binary with
+//! modules; every wait is for a specific line with a deadline. Requirement IDs are those of
+//! MCP-DIGEST.md (c).
+
+mod client;
+mod lifecycle;
+mod recovery;
+mod scale;
+mod stream;
+mod tasks;
+mod tools;
