@@ -211,10 +211,16 @@ fn legacy_tool_error_fails_the_task() {
         "tools/call",
         json!({"name": "emit", "arguments": {"count": 3, "fail_at": 0}, "task": {"ttl": 60000}}),
     );
-    let task = created["task"]["taskId"].as_str().expect("taskId").to_owned();
+    let task = created["task"]["taskId"]
+        .as_str()
+        .expect("taskId")
+        .to_owned();
     let result = s.ok("tasks/result", json!({"taskId": task}));
     assert_eq!(result["isError"], true, "{result}");
-    assert_eq!(s.ok("tasks/get", json!({"taskId": task}))["status"], "failed");
+    assert_eq!(
+        s.ok("tasks/get", json!({"taskId": task}))["status"],
+        "failed"
+    );
 }
 
 #[test]
