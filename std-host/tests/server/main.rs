@@ -3,6 +3,7 @@
 //! MCP-DIGEST.md (c).
 
 mod client;
+mod crash;
 mod lifecycle;
 mod recovery;
 mod scale;
