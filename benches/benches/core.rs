@@ -1,12 +1,16 @@
 //! Core benchmarks: ring append by payload size (with `memcpy` of the same bytes as the bound
-//! beside it), the resume decision, and the pump. Throughput is reported in bytes/s.
+//! beside it), the resume decision, the pump, writing one event notification, parsing
+//! `tasks/stream`, and decoding one stored log record (what every replayed event read from the
+//! store costs: its CRC-32C and the re-validation of its payload, each shown alone beside it).
+//! Throughput is reported in bytes/s.
 
 use std::hint::black_box;
 
 use criterion::{criterion_group, criterion_main, BatchSize, Criterion, Throughput};
+use taskstream_core::record::{self, EventRecord, Record};
 use taskstream_core::resume::{decide, Lifecycle, Retained};
-use taskstream_core::rpc;
 use taskstream_core::streams::{Progress, Pump};
+use taskstream_core::{json, rpc};
 use taskstream_core::{
     EventRing, EventType, Millis, Payload, RequestId, RetentionPolicy, Seq, StreamTable,
 };
@@ -164,12 +168,45 @@ fn parse_stream_request(c: &mut Criterion) {
     group.finish();
 }
 
+fn decode_record(c: &mut Criterion) {
+    let payload = payload_of(300);
+    let rec = Record::Event(EventRecord {
+        task_id: "0f9e8d7c6b5a49382716051423324150",
+        seq: Seq::new(12_345).expect("seq"),
+        at: Millis(1_700_000_000_000),
+        event_type: TYPE,
+        payload: &payload,
+    });
+    let mut buf = vec![0u8; record::encoded_len(&rec).expect("len")];
+    let bytes = record::encode(&rec, &mut buf).expect("encode").to_vec();
+    let mut group = c.benchmark_group("record_decode_300B");
+    group.throughput(Throughput::Bytes(bytes.len() as u64));
+    group.bench_function("decode", |b| {
+        b.iter(|| black_box(record::decode(black_box(&bytes)).expect("decode")))
+    });
+    group.bench_function("crc32c_alone", |b| {
+        b.iter(|| black_box(record::crc32c(black_box(&bytes))))
+    });
+    group.bench_function("payload_validation_alone", |b| {
+        b.iter(|| black_box(json::validate_object(black_box(&payload)).expect("valid")))
+    });
+    group.bench_function("memcpy_bound", |b| {
+        let mut dst = vec![0u8; bytes.len()];
+        b.iter(|| {
+            dst.copy_from_slice(black_box(&bytes));
+            black_box(&dst);
+        })
+    });
+    group.finish();
+}
+
 criterion_group!(
     benches,
     ring_append,
     resume_decision,
     pump,
     serialise_event,
-    parse_stream_request
+    parse_stream_request,
+    decode_record
 );
 criterion_main!(benches);

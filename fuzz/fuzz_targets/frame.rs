@@ -35,8 +35,12 @@ fn reference(input: &[u8], cap: usize) -> Vec<Out> {
 }
 
 fuzz_target!(|data: &[u8]| {
-    let Some((&cfg, rest)) = data.split_first() else { return };
-    let Some((&cuts, input)) = rest.split_first() else { return };
+    let Some((&cfg, rest)) = data.split_first() else {
+        return;
+    };
+    let Some((&cuts, input)) = rest.split_first() else {
+        return;
+    };
     let cap = usize::from(cfg % 32) + 1;
     let mut buf = vec![0u8; cap];
     let mut reader = LineReader::new(&mut buf);

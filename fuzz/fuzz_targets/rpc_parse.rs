@@ -1,7 +1,8 @@
 //! The core's JSON-RPC parser on arbitrary bytes: it never panics, it calls a line "not JSON"
-//! exactly when `serde_json` does, and whatever it accepts re-serialises to JSON that
-//! `serde_json` reads back to the same meaning (id, method, params). `tasks/stream` params it
-//! accepts hold a string `taskId` and an `after` that is a non-negative integer ≤ 2^53 - 1.
+//! exactly when `serde_json` does, and what it extracts from whatever it accepts (id, method,
+//! the raw text of params, result, error) means what `serde_json` reads in the line.
+//! `tasks/stream` params it accepts hold a string `taskId` and an `after` that is a
+//! non-negative integer ≤ 2^53 - 1.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
@@ -61,16 +62,33 @@ fuzz_target!(|data: &[u8]| {
             let mut v = json!({"jsonrpc": "2.0"});
             v["id"] = r.id.as_ref().map_or(Value::Null, id_value);
             match r.outcome {
-                rpc::Outcome::Result(raw) => v["result"] = params_value(Some(raw)).unwrap_or_default(),
-                rpc::Outcome::Error(raw) => v["error"] = params_value(Some(raw)).unwrap_or_default(),
+                rpc::Outcome::Result(raw) => {
+                    v["result"] = params_value(Some(raw)).unwrap_or_default()
+                }
+                rpc::Outcome::Error(raw) => {
+                    v["error"] = params_value(Some(raw)).unwrap_or_default()
+                }
             }
             v
         }
     };
-    // Re-serialise and read back: the same meaning as the original line.
-    let text = serde_json::to_string(&rebuilt).expect("serialise");
-    let back: Value = serde_json::from_str(&text).expect("read back");
-    for key in ["jsonrpc", "id", "method", "params", "result", "error"] {
-        assert_eq!(back.get(key), original.get(key), "member {key} changed meaning");
+    // What the core extracted means what the line says. (Compared as parsed, not after a
+    // second serialisation: serde_json's default float parsing is not correctly rounded, so
+    // `9.0071999999999e40` printed and read back can land on a neighbouring f64; that is
+    // serde_json's round trip, not the core's. Regression: corpus/rpc_parse/regression-float.)
+    // Members a message of its kind does not have (`params` of a response, say) are
+    // ignored by the core and here. Regression: corpus/rpc_parse/regression-response-params.
+    serde_json::to_string(&rebuilt).expect("serialise");
+    let keys: &[&str] = match &message {
+        Message::Request(_) => &["jsonrpc", "id", "method", "params"],
+        Message::Notification(_) => &["jsonrpc", "method", "params"],
+        Message::Response(_) => &["jsonrpc", "id", "result", "error"],
+    };
+    for key in keys {
+        assert_eq!(
+            rebuilt.get(key),
+            original.get(key),
+            "member {key} changed meaning"
+        );
     }
 });

@@ -110,6 +110,13 @@ pub enum Reason {
     CursorAhead,
     /// `message_too_long`: the line is longer than the receiver accepts.
     MessageTooLong,
+    /// `too_many_failures`: too many lookups of unknown tasks or bad cursors from this
+    /// connection; slowed down against guessing (SE-07, "resume attempts").
+    TooManyFailures,
+    /// `task_limit`: the receiver runs as many tasks as it allows.
+    TaskLimit,
+    /// `waiter_limit`: as many requests wait for task results as the receiver allows.
+    WaiterLimit,
 }
 
 impl Reason {
@@ -124,6 +131,9 @@ impl Reason {
             Reason::InvalidAfter => "invalid_after",
             Reason::CursorAhead => "cursor_ahead",
             Reason::MessageTooLong => "message_too_long",
+            Reason::TooManyFailures => "too_many_failures",
+            Reason::TaskLimit => "task_limit",
+            Reason::WaiterLimit => "waiter_limit",
         }
     }
 }

@@ -32,8 +32,13 @@ const IDLE: Duration = Duration::from_millis(500);
 /// Runs until shutdown.
 pub(crate) fn run(shared: &Arc<Shared>) {
     let mut buf = Vec::new();
-    while !shared.shutdown.load(Ordering::Relaxed) && !shared.out.is_broken() {
+    loop {
+        // The epoch is read before the shutdown flag: shutdown sets the flag, then moves the
+        // epoch, so either the flag is seen here or the wait below returns at once.
         let epoch = shared.store.changes().epoch();
+        if shared.shutdown.load(Ordering::Relaxed) || shared.out.is_broken() {
+            return;
+        }
         let busy = pump(shared, &mut buf);
         announce(shared);
         if !busy {

@@ -247,8 +247,8 @@ impl Connection {
     }
 
     /// Handles one incoming message: `line` is one line of input without its newline. A line
-    /// longer than `--max-message-bytes` is answered as [`handle_overlong_line`]
-    /// (Self::handle_overlong_line) would.
+    /// longer than `--max-message-bytes` is answered as
+    /// [`handle_overlong_line`](Self::handle_overlong_line) would.
     pub fn handle_line(&mut self, line: &[u8]) {
         if line.len() > self.shared.config.max_message_bytes {
             return self.handle_overlong_line();

@@ -8,7 +8,7 @@
 //! `serde_json`, as the core leaves the host's other methods to the host.
 
 use serde_json::{json, Map, Value};
-use taskstream_core::rpc::{self, ErrorCode, EventNotification};
+use taskstream_core::rpc::{self, ErrorCode, EventNotification, Reason};
 use taskstream_core::{RequestId, ResumeError, Seq};
 
 /// The `_meta` key tying a message to a task.
@@ -19,15 +19,14 @@ pub(crate) const TASKS_EXTENSION: &str = "io.modelcontextprotocol/tasks";
 pub(crate) const MODERN_VERSION: &str = "2026-07-28";
 
 /// `data.reason` of a Tasks request refused because the connection failed too many task
-/// lookups recently (SE-07, resume attempts; see `guard`). The core's `rpc::Reason` has no such
-/// variant yet, so the host spells it here, once.
-pub(crate) const REASON_TOO_MANY_FAILURES: &str = "too_many_failures";
+/// lookups recently (SE-07, resume attempts; see `guard`).
+pub(crate) const REASON_TOO_MANY_FAILURES: &str = Reason::TooManyFailures.as_str();
 /// `data.reason` of a `tools/call` refused because the connection runs its limit of tasks and
 /// plain calls (`--max-running-tasks`).
-pub(crate) const REASON_TASK_LIMIT: &str = "task_limit";
+pub(crate) const REASON_TASK_LIMIT: &str = Reason::TaskLimit.as_str();
 /// `data.reason` of a `tasks/result` refused because as many are already waiting as the
 /// connection may run tasks.
-pub(crate) const REASON_WAITER_LIMIT: &str = "waiter_limit";
+pub(crate) const REASON_WAITER_LIMIT: &str = Reason::WaiterLimit.as_str();
 
 /// Every error the server answers with.
 #[derive(Clone, Debug, PartialEq)]

@@ -48,9 +48,9 @@ impl Index {
             .flush_every_ms(None);
         let config = match dir {
             Some(dir) => config.path(dir),
-            None => config.temporary(true),
+            None => config.path(private_scratch_dir()?).temporary(true),
         };
-        let db = config.open().map_err(|e| StoreError::index("opening", e))?;
+        let db = open_when_released(&config)?;
         let tree = |name: &str| {
             db.open_tree(name)
                 .map_err(|e| StoreError::index("opening a tree of", e))
@@ -290,4 +290,68 @@ fn key_seq(key: &[u8]) -> Result<Seq, StoreError> {
 
 fn read_u64(bytes: &[u8]) -> Option<u64> {
     Some(u64::from_be_bytes(bytes.try_into().ok()?))
+}
+
+/// The prefix of the scratch directories of in-memory stores.
+const SCRATCH_PREFIX: &str = "taskstream-mem-";
+
+/// A fresh owner-only (0700) directory for an in-memory store's sled files, on a memory-backed
+/// file system where there is one (`/dev/shm`). sled deletes it when the store is dropped; the
+/// directories of processes that died without dropping theirs (kill -9) are reaped here, so
+/// they cannot pile up, and no other local user can read payloads from them meanwhile.
+fn private_scratch_dir() -> Result<PathBuf, StoreError> {
+    let shm = Path::new("/dev/shm");
+    let base = if shm.is_dir() {
+        shm.to_owned()
+    } else {
+        std::env::temp_dir()
+    };
+    reap_dead_scratch_dirs(&base);
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    let dir = base.join(format!("{SCRATCH_PREFIX}{}-{nanos}", std::process::id()));
+    fsutil::create_private_dir(&dir).map_err(StoreError::io("creating", &dir))?;
+    Ok(dir)
+}
+
+/// Removes the scratch directories under `base` whose process no longer exists. Best effort:
+/// a directory that cannot be read or removed is left alone.
+fn reap_dead_scratch_dirs(base: &Path) {
+    let Ok(entries) = std::fs::read_dir(base) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(rest) = name.to_str().and_then(|n| n.strip_prefix(SCRATCH_PREFIX)) else {
+            continue;
+        };
+        let Some(pid) = rest.split('-').next().and_then(|p| p.parse::<u32>().ok()) else {
+            continue;
+        };
+        if pid != std::process::id() && !Path::new(&format!("/proc/{pid}")).exists() {
+            let _ = std::fs::remove_dir_all(entry.path());
+        }
+    }
+}
+
+/// How long to wait for sled's own lock on its files.
+const LOCK_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// Opens sled, waiting (bounded) for its file lock. Our `LOCK` file already excludes every other
+/// server, so a held sled lock can only belong to this process's previous `Store` on the same
+/// directory, whose background threads release it a moment after it was dropped.
+fn open_when_released(config: &sled::Config) -> Result<sled::Db, StoreError> {
+    let start = std::time::Instant::now();
+    loop {
+        match config.open() {
+            Err(sled::Error::Io(e))
+                if e.to_string().starts_with("could not acquire lock")
+                    && start.elapsed() < LOCK_WAIT =>
+            {
+                std::thread::sleep(std::time::Duration::from_millis(5));
+            }
+            other => return other.map_err(|e| StoreError::index("opening", e)),
+        }
+    }
 }

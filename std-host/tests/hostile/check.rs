@@ -123,6 +123,11 @@ pub(crate) fn wait_terminal(s: &mut Server, task: &str) -> Value {
 pub(crate) fn assert_healthy(s: &mut Server, tasks: &[Emit]) {
     assert_eq!(s.ok("ping", json!({})), json!({}), "ping after the attack");
     let rss = s.rss_kib();
+    // Shown with --nocapture; docs/security.md records these numbers.
+    eprintln!(
+        "VmRSS after {}: {rss} KiB",
+        std::thread::current().name().unwrap_or("?")
+    );
     assert!(
         rss < RSS_BOUND_KIB,
         "resident memory {rss} KiB is over the bound of {RSS_BOUND_KIB} KiB"
@@ -132,4 +137,12 @@ pub(crate) fn assert_healthy(s: &mut Server, tasks: &[Emit]) {
         assert_intact(s, e);
     }
     assert_eq!(s.ok("ping", json!({})), json!({}), "ping at the end");
+}
+
+/// Waits until every line the server logged before now has been read from its stderr: starts
+/// an empty task and waits for its "created" line (logged at `info`, after everything before).
+#[track_caller]
+pub(crate) fn log_barrier(s: &mut Server) {
+    let e = start_emit(s, 0, 0, 0);
+    s.wait_stderr(&format!("task {} created", e.task));
 }

@@ -53,6 +53,7 @@ pub(crate) struct Server {
     backlog: VecDeque<Line>,
     next_id: i64,
     stderr: Arc<Mutex<String>>,
+    stderr_reader: Option<std::thread::JoinHandle<()>>,
 }
 
 pub(crate) fn bin() -> &'static str {
@@ -97,7 +98,7 @@ impl Server {
         });
         let log = Arc::new(Mutex::new(String::new()));
         let sink = Arc::clone(&log);
-        std::thread::spawn(move || {
+        let stderr_reader = std::thread::spawn(move || {
             for line in BufReader::new(stderr).lines() {
                 let Ok(line) = line else { break };
                 let mut all = sink.lock().expect("stderr");
@@ -114,6 +115,7 @@ impl Server {
             backlog: VecDeque::new(),
             next_id: 1,
             stderr: log,
+            stderr_reader: Some(stderr_reader),
         }
     }
 
@@ -325,6 +327,17 @@ impl Server {
             "expected only the answer to {id}, got {}",
             l.raw
         );
+    }
+
+    /// Closes stdin, waits for the exit, and returns everything the server wrote to stderr
+    /// (read to its end).
+    #[track_caller]
+    pub(crate) fn shutdown_and_log(&mut self) -> (ExitStatus, String) {
+        let status = self.shutdown();
+        if let Some(reader) = self.stderr_reader.take() {
+            reader.join().expect("stderr reader");
+        }
+        (status, self.stderr())
     }
 
     /// Every stderr byte so far.

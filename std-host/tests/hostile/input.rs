@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
-use crate::check::{assert_healthy, assert_intact, start_emit, wait_terminal, Emit};
+use crate::check::{assert_healthy, assert_intact, log_barrier, start_emit, wait_terminal, Emit};
 use crate::client::{modern, Server, RSS_BOUND_KIB};
 
 /// Runs `attack` on a legacy in-memory server started with `flags`, between a completed and a
@@ -299,6 +299,7 @@ fn a_task_id_of_one_mib() {
             "memory after 1 MiB ids: {} KiB",
             s.rss_kib()
         );
+        log_barrier(s);
         assert!(!s.stderr().contains(&huge[..64]), "the id was logged");
     });
 }
@@ -426,14 +427,16 @@ fn a_flood_of_a_hundred_thousand_pings() {
         for i in 0..N {
             let l = s.recv("a pong", |v| v.get("method").is_none());
             assert_eq!(
-                l.raw,
-                format!(r#"{{"id":"p{i}","jsonrpc":"2.0","result":{{}}}}"#)
+                l.v,
+                json!({"jsonrpc": "2.0", "id": format!("p{i}"), "result": {}}),
+                "answers in order"
             );
             if i % 10_000 == 0 {
                 peak = peak.max(s.rss_kib());
             }
         }
         s.give_stdin(writer.join().expect("writer"));
+        eprintln!("VmRSS peak during the ping flood: {peak} KiB");
         assert!(peak < RSS_BOUND_KIB, "peak {peak} KiB during the flood");
     });
 }
@@ -464,6 +467,7 @@ fn a_client_that_stops_reading_for_seconds_while_tasks_run() {
     let ping = s.request("ping", json!({}));
     s.resume_reading();
     s.response(ping);
+    eprintln!("VmRSS peak while the client did not read: {peak} KiB");
     assert!(peak < RSS_BOUND_KIB, "peak {peak} KiB while not reading");
     for t in &tasks {
         let r = s.ok("tasks/get", json!({"taskId": t.task}));

@@ -7,7 +7,9 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
-use crate::check::{assert_healthy, assert_intact, start_emit, stream_all, wait_terminal};
+use crate::check::{
+    assert_healthy, assert_intact, log_barrier, start_emit, stream_all, wait_terminal,
+};
 use crate::client::{Server, DEADLINE};
 
 /// Polls `probe` (a request whose answer is checked by `done`) until `done` holds, with a
@@ -262,7 +264,7 @@ fn se07_failed_lookups_are_refused_after_the_limit() {
         let wait = e["data"]["retryAfterMs"].as_u64().expect("retryAfterMs");
         assert!((1..=60_000).contains(&wait), "{wait}");
     }
-    assert!(s.stderr().contains("failed task lookups"), "{}", s.stderr());
+    s.wait_stderr("failed task lookups");
     // Everything else works, and the stream opened before goes on to the end.
     assert_eq!(s.ok("ping", json!({})), json!({}));
     assert!(s.ok("tools/list", json!({}))["tools"].is_array());
@@ -336,6 +338,7 @@ fn se07_honest_use_never_meets_the_failed_lookup_limit() {
         let (events, _) = stream_all(&mut s, json!({"taskId": tasks[round].task}));
         assert_eq!(events.len(), 3);
     }
+    log_barrier(&mut s);
     assert!(!s.stderr().contains("failed task lookups"));
 }
 

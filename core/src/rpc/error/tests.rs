@@ -57,6 +57,9 @@ fn reasons_are_distinct_snake_case() {
         Reason::InvalidAfter,
         Reason::CursorAhead,
         Reason::MessageTooLong,
+        Reason::TooManyFailures,
+        Reason::TaskLimit,
+        Reason::WaiterLimit,
     ];
     let names: BTreeSet<&str> = all.iter().map(|r| r.as_str()).collect();
     assert_eq!(names.len(), all.len());

@@ -1,0 +1,286 @@
+//! Log benchmarks, on `taskstream::store::Store` with a scratch data dir (`$TASKSTREAM_BENCH_DIR`
+//! picks the disk; the system temp dir otherwise):
+//!
+//! - `log_append`: one event (300 B payload) appended and durable, per `--durability` mode:
+//!   `event` (one `fdatasync` each), `group` with 1 and with K concurrent appenders (each on its
+//!   own task, so group commit forms batches; K = `$TASKSTREAM_BENCH_APPENDERS`, 64 by
+//!   default), `none` (below the retention limit, and at it: every append then also drops the
+//!   oldest event); beside them the raw bound: the same record bytes appended to a plain file
+//!   with `fdatasync` per event and per batch of K.
+//! - `log_replay`: reading a finished task's N retained events (N = `$TASKSTREAM_BENCH_EVENTS`,
+//!   100k by default) from a cursor at 0, by `read_from` in batches of 256 and event by event
+//!   (`Store::event`, which is what the delivery thread calls).
+//! - `log_reopen`: `Store::open` of a data dir holding M events (M =
+//!   `$TASKSTREAM_BENCH_REOPEN_EVENTS`, 1M by default) in tasks of 10 000 (the default
+//!   retention), after a clean close and after a crash that left the last T events (10% of M,
+//!   at most 50 000) in the log only, to be replayed into sled.
+//!
+//! Sizes shrink under `cargo test` and in smoke runs (see `taskstream_benches::scale`).
+
+use std::hint::black_box;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use criterion::{criterion_group, criterion_main, Criterion, SamplingMode, Throughput};
+use taskstream::store::{Durability, Store};
+use taskstream_benches::scale::Scale;
+use taskstream_benches::store::{
+    append_concurrently, complete, create_task, fill, now, open, record_len, retention_for, task_id,
+};
+use taskstream_benches::{payload_of, raw, scratch_dir, PAYLOAD_BYTES, TICK};
+use taskstream_core::{RetentionPolicy, Seq};
+
+fn log_append(c: &mut Criterion) {
+    let scale = Scale::current();
+    let payload = payload_of(PAYLOAD_BYTES);
+    let record = vec![b'r'; record_len(&payload)];
+    let appenders = scale.appenders();
+    let mut group = c.benchmark_group("log_append");
+    group.throughput(Throughput::Elements(1));
+    group.sample_size(10);
+    group.measurement_time(Scale::current().measurement_time(Duration::from_secs(4)));
+
+    // `none` twice: below the retention limit, and at it (the task already holds the default
+    // 10 000 events, so every append also drops the oldest).
+    let limit = RetentionPolicy::DEFAULT.max_events as usize;
+    let at_limit = scale.pick("TASKSTREAM_BENCH_RETAINED", 50, limit, limit);
+    for (name, durability, retention, prefill) in [
+        ("event", Durability::Event, RetentionPolicy::DEFAULT, 0),
+        (
+            "group_1_appender",
+            Durability::Group,
+            RetentionPolicy::DEFAULT,
+            0,
+        ),
+        ("none", Durability::None, retention_for(1 << 24), 0),
+        (
+            "none_at_retention_limit",
+            Durability::None,
+            RetentionPolicy {
+                max_events: u32::try_from(at_limit).unwrap_or(u32::MAX),
+                ..RetentionPolicy::DEFAULT
+            },
+            at_limit,
+        ),
+    ] {
+        let dir = scratch_dir();
+        let store = open(Some(dir.path()), durability, retention);
+        let id = task_id(0);
+        create_task(&store, &id);
+        fill(&store, &id, prefill, &payload);
+        group.bench_function(name, |b| {
+            b.iter(|| black_box(store.append(&id, TICK, &payload, now()).expect("append")))
+        });
+    }
+
+    let dir = scratch_dir();
+    let store = open(
+        Some(dir.path()),
+        Durability::Group,
+        RetentionPolicy::DEFAULT,
+    );
+    let tasks: Vec<String> = (0..appenders).map(task_id).collect();
+    for id in &tasks {
+        create_task(&store, id);
+    }
+    let before = store.stats().wal;
+    group.bench_function(format!("group_{appenders}_appenders"), |b| {
+        b.iter_custom(|iters| append_concurrently(&store, &tasks, iters, &payload))
+    });
+    let after = store.stats().wal;
+    let syncs = after.syncs - before.syncs;
+    let events = (after.bytes - before.bytes) / record.len() as u64;
+    eprintln!(
+        "log_append/group_{appenders}_appenders: about {events} events in {syncs} fdatasyncs, mean batch {:.1}",
+        events as f64 / syncs.max(1) as f64
+    );
+    drop(store);
+
+    let raw_dir = scratch_dir();
+    for batch in [1, appenders] {
+        group.bench_function(format!("raw_fdatasync_batch_{batch}"), |b| {
+            b.iter_custom(|iters| {
+                let n = usize::try_from(iters).unwrap_or(usize::MAX);
+                let took = raw::fsync_appends(raw_dir.path(), &record, n, batch).expect("raw");
+                // Whole batches were written: charge only the events asked for.
+                took.mul_f64(iters as f64 / (n.div_ceil(batch) * batch) as f64)
+            })
+        });
+    }
+    group.finish();
+}
+
+/// A data dir with one finished task of `n` events (plus its two status events).
+fn finished_task(dir: &Path, n: usize, payload: &[u8]) -> (Store, String) {
+    let store = open(Some(dir), Durability::None, retention_for(n + 2));
+    let id = task_id(1);
+    create_task(&store, &id);
+    fill(&store, &id, n, payload);
+    complete(&store, &id);
+    (store, id)
+}
+
+fn log_replay(c: &mut Criterion) {
+    let n = Scale::current().replay_events();
+    let payload = payload_of(PAYLOAD_BYTES);
+    let dir = scratch_dir();
+    let (store, id) = finished_task(dir.path(), n, &payload);
+    let total = n + 2;
+    let mut group = c.benchmark_group(format!("log_replay_{n}"));
+    group.measurement_time(Scale::current().measurement_time(Duration::from_secs(5)));
+    group.throughput(Throughput::Elements(total as u64));
+    group.sample_size(10);
+    group.sampling_mode(SamplingMode::Flat);
+    group.bench_function("read_from_batch_256", |b| {
+        let mut out = Vec::with_capacity(256);
+        b.iter(|| {
+            let mut from = Seq::ZERO;
+            let mut got = 0;
+            loop {
+                out.clear();
+                store.read_from(&id, from, 256, &mut out);
+                let Some(last) = out.last() else { break };
+                got += out.len();
+                from = last.seq.next().expect("seq");
+            }
+            assert_eq!(got, total);
+        })
+    });
+    group.bench_function("event_by_event", |b| {
+        b.iter(|| {
+            for s in 0..total as u64 {
+                let seq = Seq::new(s).expect("seq");
+                black_box(store.event(&id, seq).expect("retained"));
+            }
+        })
+    });
+    group.finish();
+}
+
+/// Builds a data dir of `events` events in finished tasks of 10 000; with `crash_tail`, that
+/// many more events appended after the last checkpoint and the dir copied as a crash would
+/// leave it (log not yet checkpointed into sled). Returns the dir to copy from.
+fn build_reopen_dir(events: usize, crash_tail: usize, payload: &[u8]) -> tempfile::TempDir {
+    const PER_TASK: usize = 10_000;
+    let dir = scratch_dir();
+    let live = dir.path().join("live");
+    let store = open(Some(&live), Durability::None, RetentionPolicy::DEFAULT);
+    let mut left = events;
+    let mut t = 0;
+    while left > 0 {
+        let id = task_id(1000 + t);
+        create_task(&store, &id);
+        let n = left.min(PER_TASK);
+        fill(&store, &id, n, payload);
+        complete(&store, &id);
+        left -= n;
+        t += 1;
+    }
+    let snapshot = dir.path().join("snapshot");
+    if crash_tail == 0 {
+        drop(store);
+        std::fs::rename(&live, &snapshot).expect("rename");
+        return dir;
+    }
+    // A crash: the tail is in the log only. The store's own checkpoint thread runs every few
+    // seconds, so append in chunks, restart the count whenever a checkpoint is seen, and copy
+    // the dir only when `crash_tail` events were appended since the last one.
+    let mut seen = store.stats().checkpoints;
+    let mut since = 0;
+    let mut in_task = PER_TASK;
+    let mut id = String::new();
+    for _ in 0..1000 {
+        // Tasks below the retention limit, so the log holds appends only.
+        if in_task + 1000 > PER_TASK {
+            id = task_id(900_000 + t);
+            t += 1;
+            create_task(&store, &id);
+            in_task = 0;
+        }
+        let chunk = 1000.min(crash_tail);
+        fill(&store, &id, chunk, payload);
+        in_task += chunk;
+        since += chunk;
+        let now_seen = store.stats().checkpoints;
+        if now_seen != seen {
+            seen = now_seen;
+            since = 0;
+            continue;
+        }
+        if since >= crash_tail {
+            copy_dir(&live, &snapshot);
+            if store.stats().checkpoints == seen {
+                return dir;
+            }
+            std::fs::remove_dir_all(&snapshot).expect("remove");
+            seen = store.stats().checkpoints;
+            since = 0;
+        }
+    }
+    panic!("checkpoints kept running while building the crash dir");
+}
+
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).expect("mkdir");
+    for entry in std::fs::read_dir(from).expect("ls") {
+        let entry = entry.expect("entry");
+        let target = to.join(entry.file_name());
+        if entry.file_type().expect("type").is_dir() {
+            copy_dir(&entry.path(), &target);
+        } else {
+            std::fs::copy(entry.path(), &target).expect("copy");
+        }
+    }
+}
+
+fn log_reopen(c: &mut Criterion) {
+    let events = Scale::current().reopen_events();
+    let payload = payload_of(PAYLOAD_BYTES);
+    let mut group = c.benchmark_group(format!("log_reopen_{events}"));
+    group.sample_size(10);
+    group.sampling_mode(SamplingMode::Flat);
+    group.measurement_time(Scale::current().measurement_time(Duration::from_secs(10)));
+    let tail = (events / 10).min(50_000);
+    for (name, tail) in [
+        ("clean".to_owned(), 0),
+        (format!("crash_tail_{tail}"), tail),
+    ] {
+        let built = Instant::now();
+        let template = build_reopen_dir(events - tail, tail, &payload);
+        eprintln!(
+            "log_reopen_{events}/{name}: built in {:.1} s",
+            built.elapsed().as_secs_f64()
+        );
+        let snapshot = template.path().join("snapshot");
+        group.bench_function(&name, |b| {
+            b.iter_custom(|iters| {
+                let mut total = Duration::ZERO;
+                for _ in 0..iters {
+                    let run = template.path().join("run");
+                    // A clean reopen leaves the dir as it found it; a crash reopen does not.
+                    if tail > 0 {
+                        copy_dir(&snapshot, &run);
+                    } else {
+                        std::fs::rename(&snapshot, &run).expect("rename");
+                    }
+                    let start = Instant::now();
+                    let store = open(Some(&run), Durability::Group, RetentionPolicy::DEFAULT);
+                    total += start.elapsed();
+                    let report = store.recovery();
+                    assert_eq!(report.replayed_records > 0, tail > 0, "{report:?}");
+                    drop(store);
+                    if tail > 0 {
+                        std::fs::remove_dir_all(&run).expect("remove");
+                    } else {
+                        std::fs::rename(&run, &snapshot).expect("rename");
+                    }
+                }
+                total
+            })
+        });
+    }
+    group.finish();
+}
+
+criterion_group!(benches, log_append, log_replay, log_reopen);
+criterion_main!(benches);

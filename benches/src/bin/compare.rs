@@ -1,0 +1,555 @@
+//! The side-by-side comparison (`benches/compare.sh` builds and runs it): the same workloads
+//! against the machine's bounds and against the official MCP TypeScript SDK, interleaved in
+//! rounds (each round runs every workload once, in an order rotated per round), then medians
+//! and the ratios the performance targets speak of.
+//!
+//! `compare [--rounds R] [--events N] [--fsync-events M] [--appenders K] [--payload B]
+//!          [--durable-live-events D] [--ts-dir DIR] [--node NODE] [--no-ts]`
+//!
+//! `compare pipe-writer line|serialise N B` is the writing side of the pipe bound (run as a
+//! child, like a server).
+
+use std::collections::BTreeMap;
+use std::io::{self, BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use taskstream::store::Durability;
+use taskstream_benches::http::HttpSession;
+use taskstream_benches::raw::{self, PipeMode};
+use taskstream_benches::stats::{median, range, rate, secs};
+use taskstream_benches::stdio::{Received, StdioServer};
+use taskstream_benches::store::{append_concurrently, create_task, fill, open, task_id};
+use taskstream_benches::{emit_data_len, payload_of, scratch_dir, taskstream_bin};
+use taskstream_core::{rpc, RetentionPolicy, Seq};
+
+struct Options {
+    rounds: usize,
+    events: u64,
+    fsync_events: usize,
+    appenders: usize,
+    payload: usize,
+    durable_live_events: u64,
+    ts_dir: PathBuf,
+    node: String,
+    ts: bool,
+}
+
+fn options() -> Options {
+    let mut o = Options {
+        rounds: 5,
+        events: 100_000,
+        fsync_events: 500,
+        appenders: 64,
+        payload: taskstream_benches::PAYLOAD_BYTES,
+        durable_live_events: 1000,
+        ts_dir: Path::new(env!("CARGO_MANIFEST_DIR")).join("compare/ts"),
+        node: "node".to_owned(),
+        ts: true,
+    };
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let mut it = args.iter();
+    while let Some(a) = it.next() {
+        let mut value = || it.next().cloned().unwrap_or_default();
+        let num = |v: String| -> usize {
+            v.parse()
+                .unwrap_or_else(|_| panic!("{a} wants a number, not {v:?}"))
+        };
+        match a.as_str() {
+            "--rounds" => o.rounds = num(value()).max(1),
+            "--events" => o.events = num(value()) as u64,
+            "--fsync-events" => o.fsync_events = num(value()),
+            "--appenders" => o.appenders = num(value()).max(1),
+            "--payload" => o.payload = num(value()),
+            "--durable-live-events" => o.durable_live_events = num(value()) as u64,
+            "--ts-dir" => o.ts_dir = PathBuf::from(value()),
+            "--node" => o.node = value(),
+            "--no-ts" => o.ts = false,
+            other => panic!("unknown argument {other:?}"),
+        }
+    }
+    o
+}
+
+/// One measurement: events per second, and for streams the time to the first event.
+#[derive(Clone, Copy)]
+struct Sample {
+    rate: f64,
+    first: Option<Duration>,
+    /// Group commit's mean batch (events per fdatasync).
+    batch: Option<f64>,
+    /// Events that arrived after an event with a higher seq.
+    disorder: u64,
+}
+
+impl Sample {
+    fn rate(events: u64, took: Duration) -> Sample {
+        Sample {
+            rate: events as f64 / took.as_secs_f64(),
+            first: None,
+            batch: None,
+            disorder: 0,
+        }
+    }
+
+    fn stream(r: Received) -> Sample {
+        Sample {
+            rate: r.rate(),
+            first: Some(r.first),
+            batch: None,
+            disorder: r.out_of_order,
+        }
+    }
+}
+
+/// A long-lived peer or server the workloads talk to.
+struct Peers {
+    replay: StdioServer,
+    replay_task: String,
+    sdk_stdio: Option<StdioServer>,
+    sdk_http: Option<(Child, HttpSession, String)>,
+}
+
+fn taskstream(extra: &[&str]) -> StdioServer {
+    let mut cmd = Command::new(taskstream_bin());
+    cmd.arg("serve").args(extra);
+    let mut s = StdioServer::spawn(&mut cmd).expect("spawn taskstream serve");
+    s.initialize("2025-11-25").expect("initialize taskstream");
+    s
+}
+
+fn start_peers(o: &Options) -> Peers {
+    let max = (o.events + 10).to_string();
+    let data = emit_data_len(o.payload);
+    let mem = [
+        "--in-memory",
+        "--durability",
+        "none",
+        "--max-events-per-task",
+        &max,
+    ];
+    let mut replay = taskstream(&mem);
+    let replay_task = replay.emit_task(o.events, data).expect("emit");
+    replay.wait_terminal(&replay_task).expect("wait");
+    let (sdk_stdio, sdk_http) = if o.ts {
+        let mut cmd = Command::new(&o.node);
+        cmd.arg(o.ts_dir.join("stdio-server.mjs"));
+        let mut stdio = StdioServer::spawn(&mut cmd).expect("spawn the SDK's stdio server");
+        stdio.initialize("2025-11-25").expect("initialize the SDK");
+        (Some(stdio), Some(start_http(o)))
+    } else {
+        (None, None)
+    };
+    Peers {
+        replay,
+        replay_task,
+        sdk_stdio,
+        sdk_http,
+    }
+}
+
+/// Starts the SDK's Streamable HTTP server, opens a session and fills its event store with one
+/// stream of `events` notifications; returns the cursor that replays them all.
+fn start_http(o: &Options) -> (Child, HttpSession, String) {
+    let mut child = Command::new(&o.node)
+        .arg(o.ts_dir.join("http-server.mjs"))
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("spawn the SDK's HTTP server");
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().expect("stdout"))
+        .read_line(&mut line)
+        .expect("read the port");
+    let port: u16 = line
+        .trim()
+        .strip_prefix("listening ")
+        .and_then(|p| p.parse().ok())
+        .unwrap_or_else(|| panic!("unexpected {line:?}"));
+    let mut session = HttpSession::open(port).expect("open an HTTP session");
+    let (cursor, live) = session
+        .emit(o.events, emit_data_len(o.payload))
+        .expect("fill the event store");
+    assert_eq!(live, o.events, "events received live over HTTP");
+    (child, session, cursor)
+}
+
+type Workload<'a> = Box<dyn FnMut() -> Vec<(&'static str, Sample)> + 'a>;
+
+fn workloads<'a>(o: &'a Options, peers: &'a mut Peers) -> Vec<Workload<'a>> {
+    let payload = payload_of(o.payload);
+    let record = vec![b'r'; taskstream_benches::store::record_len(&payload)];
+    let k = o.appenders;
+    let group_events = o.fsync_events * k / 4;
+    let data = emit_data_len(o.payload);
+    let Peers {
+        replay,
+        replay_task,
+        sdk_stdio,
+        sdk_http,
+    } = peers;
+    let mut w: Vec<Workload<'a>> = Vec::new();
+
+    let p = payload.clone();
+    w.push(Box::new(move || {
+        let ev = rpc::EventNotification {
+            task_id: "0f9e8d7c6b5a49382716051423324150",
+            seq: Seq::new(12_345).expect("seq"),
+            event_type: taskstream_benches::TICK,
+            payload: &p,
+        };
+        let mut out = vec![0u8; rpc::event_len(&ev)];
+        let n = 2_000_000u64;
+        let start = Instant::now();
+        for _ in 0..n {
+            std::hint::black_box(rpc::write_event(std::hint::black_box(&ev), &mut out).ok());
+        }
+        vec![("serialise_event_300B", Sample::rate(n, start.elapsed()))]
+    }));
+
+    let rec = record.clone();
+    let m = o.fsync_events;
+    w.push(Box::new(move || {
+        let dir = scratch_dir();
+        let took = raw::fsync_appends(dir.path(), &rec, m, 1).expect("raw fsync");
+        vec![("raw_fdatasync_per_event", Sample::rate(m as u64, took))]
+    }));
+
+    let p = payload.clone();
+    w.push(Box::new(move || {
+        let dir = scratch_dir();
+        let store = open(
+            Some(dir.path()),
+            Durability::Event,
+            RetentionPolicy::DEFAULT,
+        );
+        let id = task_id(0);
+        create_task(&store, &id);
+        let start = Instant::now();
+        fill(&store, &id, m, &p);
+        vec![(
+            "store_append_event",
+            Sample::rate(m as u64, start.elapsed()),
+        )]
+    }));
+
+    let rec = record.clone();
+    w.push(Box::new(move || {
+        let dir = scratch_dir();
+        let took = raw::fsync_appends(dir.path(), &rec, group_events, k).expect("raw fsync");
+        vec![(
+            "raw_fdatasync_batch_K",
+            Sample::rate(group_events as u64, took),
+        )]
+    }));
+
+    let p = payload.clone();
+    let rec = record.clone();
+    w.push(Box::new(move || {
+        let dir = scratch_dir();
+        let store = open(
+            Some(dir.path()),
+            Durability::Group,
+            RetentionPolicy::DEFAULT,
+        );
+        let tasks: Vec<String> = (0..k).map(task_id).collect();
+        for id in &tasks {
+            create_task(&store, id);
+        }
+        let before = store.stats().wal.syncs;
+        let took = append_concurrently(&store, &tasks, group_events as u64, &p);
+        let syncs = store.stats().wal.syncs - before;
+        let batch = group_events as f64 / syncs.max(1) as f64;
+        let mut group = Sample::rate(group_events as u64, took);
+        group.batch = Some(batch);
+        drop(store);
+        // The raw bound at the batch size group commit reached, right after it.
+        let matched = (batch.round() as usize).max(1);
+        let took = raw::fsync_appends(dir.path(), &rec, group_events, matched).expect("raw");
+        vec![
+            ("store_append_group_K", group),
+            (
+                "raw_fdatasync_batch_matched",
+                Sample::rate(group_events as u64, took),
+            ),
+        ]
+    }));
+
+    for (name, mode) in [
+        ("pipe_write_per_line", "line"),
+        ("pipe_serialise_write_per_line", "serialise"),
+    ] {
+        let events = o.events;
+        let payload = o.payload;
+        w.push(Box::new(move || {
+            let mut cmd = Command::new(std::env::current_exe().expect("exe"));
+            cmd.args([
+                "pipe-writer",
+                mode,
+                &events.to_string(),
+                &payload.to_string(),
+            ]);
+            let start = Instant::now();
+            let mut child = StdioServer::spawn(&mut cmd).expect("spawn the pipe writer");
+            let got = child.events(start, events).expect("read");
+            assert_eq!(got.events, events);
+            let status = child.close().expect("close");
+            assert!(status.success());
+            vec![(name, Sample::stream(got))]
+        }));
+    }
+
+    let n = o.events;
+    w.push(Box::new(move || {
+        let start = Instant::now();
+        let id = replay.open_stream(replay_task, Some(0)).expect("stream");
+        let got = replay.events(start, n + 1).expect("events");
+        assert_eq!((got.events, got.out_of_order), (n + 1, 0));
+        replay.response(id).expect("stream result");
+        vec![("taskstream_stdio_replay", Sample::stream(got))]
+    }));
+
+    // Live emits get a fresh server each time (started untimed): no earlier task's cleanup
+    // runs during the measurement.
+    let max = (o.events + 10).to_string();
+    w.push(Box::new(move || {
+        let mut live = taskstream(&[
+            "--in-memory",
+            "--durability",
+            "none",
+            "--max-events-per-task",
+            &max,
+        ]);
+        let start = Instant::now();
+        let task = live.emit_task(n, data).expect("emit");
+        let id = live.open_stream(&task, None).expect("stream");
+        let got = live.events(start, n + 2).expect("events");
+        assert_eq!((got.events, got.out_of_order), (n + 2, 0));
+        live.response(id).expect("stream result");
+        assert!(live.close().expect("close").success());
+        vec![("taskstream_stdio_live", Sample::stream(got))]
+    }));
+
+    let d = o.durable_live_events;
+    w.push(Box::new(move || {
+        let dir = scratch_dir();
+        let data_dir = dir.path().to_string_lossy().into_owned();
+        let mut server = taskstream(&["--data-dir", &data_dir, "--durability", "group"]);
+        let start = Instant::now();
+        let task = server.emit_task(d, data).expect("emit");
+        let id = server.open_stream(&task, None).expect("stream");
+        let got = server.events(start, d + 2).expect("events");
+        assert_eq!((got.events, got.out_of_order), (d + 2, 0));
+        server.response(id).expect("stream result");
+        assert!(server.close().expect("close").success());
+        vec![("taskstream_stdio_live_durable_group", Sample::stream(got))]
+    }));
+
+    if let Some(sdk) = sdk_stdio {
+        w.push(Box::new(move || {
+            let start = Instant::now();
+            let id = sdk
+                .request(
+                    "tools/call",
+                    &serde_json::json!({"name": "emit", "arguments": {"count": n, "payload_bytes": data}}),
+                )
+                .expect("call");
+            let got = sdk.events(start, n).expect("events");
+            assert_eq!(got.events, n);
+            sdk.response(id).expect("tool result");
+            vec![("sdk_stdio_notify", Sample::stream(got))]
+        }));
+    }
+    if let Some((_, session, cursor)) = sdk_http {
+        let cursor = cursor.clone();
+        w.push(Box::new(move || {
+            let got = session.replay(&cursor, n).expect("replay");
+            assert_eq!(got.events, n, "events replayed over HTTP");
+            vec![("sdk_http_replay", Sample::stream(got))]
+        }));
+    }
+    w
+}
+
+fn machine() -> String {
+    let cpu = std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("model name"))
+                .and_then(|l| l.split_once(':'))
+                .map(|(_, v)| v.trim().to_owned())
+        })
+        .unwrap_or_default();
+    let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
+    let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
+    format!(
+        "cpus {} | {cpu} | kernel {} | loadavg {}",
+        std::thread::available_parallelism().map_or(0, usize::from),
+        kernel.trim(),
+        load.trim()
+    )
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    if args.get(1).map(String::as_str) == Some("pipe-writer") {
+        let mode = match args.get(2).map(String::as_str) {
+            Some("line") => PipeMode::Line,
+            _ => PipeMode::Serialise,
+        };
+        let n = args.get(3).and_then(|a| a.parse().ok()).unwrap_or(0);
+        let b = args.get(4).and_then(|a| a.parse().ok()).unwrap_or(300);
+        if let Err(e) = raw::pipe_writer(mode, n, b) {
+            if e.kind() != io::ErrorKind::BrokenPipe {
+                eprintln!("pipe-writer: {e}");
+                std::process::exit(1);
+            }
+        }
+        return;
+    }
+    let o = options();
+    println!("machine: {}", machine());
+    println!(
+        "rounds {} | stream events {} | payload {} B | fsync events {} | appenders {} | durable live events {}",
+        o.rounds, o.events, o.payload, o.fsync_events, o.appenders, o.durable_live_events
+    );
+    let mut peers = start_peers(&o);
+    let mut samples: BTreeMap<&'static str, Vec<Sample>> = BTreeMap::new();
+    {
+        let mut w = workloads(&o, &mut peers);
+        let count = w.len();
+        for round in 0..o.rounds {
+            let started = Instant::now();
+            for i in 0..count {
+                for (name, s) in (w[(i + round) % count])() {
+                    samples.entry(name).or_default().push(s);
+                }
+            }
+            eprintln!(
+                "round {}/{} done in {:.1} s",
+                round + 1,
+                o.rounds,
+                started.elapsed().as_secs_f64()
+            );
+        }
+    }
+    report(&o, &samples);
+    println!("machine after: {}", machine());
+    if let Some((mut child, _, _)) = peers.sdk_http.take() {
+        drop(child.stdin.take());
+        let _ = child.wait();
+    }
+}
+
+fn report(o: &Options, samples: &BTreeMap<&'static str, Vec<Sample>>) {
+    let med = |name: &str| -> f64 {
+        samples.get(name).map_or(f64::NAN, |v| {
+            median(&v.iter().map(|s| s.rate).collect::<Vec<_>>())
+        })
+    };
+    println!();
+    println!(
+        "{:<38} {:>14} {:>24} {:>12} {:>8} {:>12}",
+        "workload", "median rate", "min .. max", "1st event", "batch", "out of order"
+    );
+    for (name, v) in samples {
+        let rates: Vec<f64> = v.iter().map(|s| s.rate).collect();
+        let (lo, hi) = range(&rates);
+        let firsts: Vec<f64> = v
+            .iter()
+            .filter_map(|s| s.first.map(|d| d.as_secs_f64()))
+            .collect();
+        let first = if firsts.is_empty() {
+            String::new()
+        } else {
+            secs(median(&firsts))
+        };
+        let batches: Vec<f64> = v.iter().filter_map(|s| s.batch).collect();
+        let batch = if batches.is_empty() {
+            String::new()
+        } else {
+            format!("{:.1}", median(&batches))
+        };
+        let disorder: u64 = v.iter().map(|s| s.disorder).sum();
+        println!(
+            "{name:<38} {:>14} {:>24} {first:>12} {batch:>8} {disorder:>12}",
+            rate(median(&rates)),
+            format!("{} .. {}", rate(lo), rate(hi)),
+        );
+    }
+    let k = o.appenders;
+    println!();
+    println!(
+        "{:<72} {:>9} {:>9}  verdict",
+        "target (medians of this run)", "measured", "target"
+    );
+    let target = |what: String, measured: f64, goal: f64, higher_is_better: bool| {
+        let ok = if higher_is_better {
+            measured >= goal
+        } else {
+            measured <= goal
+        };
+        println!(
+            "{what:<72} {measured:>9.2} {goal:>9.2}  {}",
+            if measured.is_nan() {
+                "n/a"
+            } else if ok {
+                "met"
+            } else {
+                "MISSED"
+            }
+        );
+    };
+    target(
+        format!("group commit ({k} appenders) / raw fdatasync batch {k}"),
+        med("store_append_group_K") / med("raw_fdatasync_batch_K"),
+        0.5,
+        true,
+    );
+    target(
+        "group commit / raw fdatasync at the batch size group commit reached".to_owned(),
+        med("store_append_group_K") / med("raw_fdatasync_batch_matched"),
+        0.5,
+        true,
+    );
+    target(
+        "per-event durable append / raw fdatasync per event".to_owned(),
+        med("store_append_event") / med("raw_fdatasync_per_event"),
+        0.8,
+        true,
+    );
+    target(
+        "stdio replay of a finished task / raw pipe, serialise+write per line".to_owned(),
+        med("taskstream_stdio_replay") / med("pipe_serialise_write_per_line"),
+        0.5,
+        true,
+    );
+    target(
+        "ns to write one notifications/tasks/event (300 B payload)".to_owned(),
+        1e9 / med("serialise_event_300B"),
+        100.0,
+        false,
+    );
+    if o.ts {
+        target(
+            "taskstream stdio replay / SDK Streamable HTTP replay (InMemoryEventStore)".to_owned(),
+            med("taskstream_stdio_replay") / med("sdk_http_replay"),
+            20.0,
+            true,
+        );
+        target(
+            "taskstream stdio live emit / SDK stdio notifications".to_owned(),
+            med("taskstream_stdio_live") / med("sdk_stdio_notify"),
+            3.0,
+            true,
+        );
+        target(
+            "taskstream stdio replay / SDK stdio notifications".to_owned(),
+            med("taskstream_stdio_replay") / med("sdk_stdio_notify"),
+            3.0,
+            true,
+        );
+    }
+}
