@@ -184,6 +184,9 @@ fn decode_record(c: &mut Criterion) {
     group.bench_function("decode", |b| {
         b.iter(|| black_box(record::decode(black_box(&bytes)).expect("decode")))
     });
+    group.bench_function("decode_written", |b| {
+        b.iter(|| black_box(record::decode_written(black_box(&bytes)).expect("decode")))
+    });
     group.bench_function("crc32c_alone", |b| {
         b.iter(|| black_box(record::crc32c(black_box(&bytes))))
     });

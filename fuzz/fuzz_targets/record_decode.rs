@@ -8,7 +8,8 @@
 //! - odd: the rest describes a valid record (its kind, task id, seq, time, event type,
 //!   payload) and then how to damage its encoding: up to three bit flips, one burst of up to 32
 //!   bits, and a truncation, as a torn write or a bad sector would. The damaged bytes must
-//!   decode to an error, or (if the damage cancelled out) to exactly the original record.
+//!   decode to an error, or (if the damage cancelled out) to exactly the original record, by
+//!   `decode` and by the read path's `decode_written` alike.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
@@ -138,6 +139,12 @@ fn damaged(data: &[u8]) {
     bad.extend_from_slice(&good);
     let damaged = &bad[..];
 
+    // The read path's `decode_written` (frame and checksum, no field validation) must be as
+    // strict about damage as `decode`.
+    if let Ok((got, used)) = record::decode_written(damaged) {
+        assert_eq!(got, original, "misread by decode_written");
+        assert_eq!(&damaged[..used], &good[..], "damaged bytes read back as written");
+    }
     match record::decode(damaged) {
         Err(_) => {}
         Ok((got, used)) => {

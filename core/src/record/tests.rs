@@ -128,6 +128,12 @@ fn every_single_bit_flip_is_rejected() {
             flipped[bit / 8] ^= 1 << (bit % 8);
             let got = decode(&flipped);
             assert!(got.is_err(), "bit {bit} flipped still decodes: {got:?}");
+            // The read path's decode skips field validation, never the frame and checksum.
+            let written = decode_written(&flipped);
+            assert!(
+                written.is_err(),
+                "bit {bit} flipped still decodes as written: {written:?}"
+            );
             let expected_kind = match bit / 8 {
                 0 | 1 => matches!(got, Err(RecordError::BadMagic)),
                 2 => matches!(got, Err(RecordError::BadVersion(_))),
@@ -299,6 +305,20 @@ proptest::proptest! {
             payload: &payload,
         });
         let bytes = to_vec(&record);
+        proptest::prop_assert_eq!(decode_written(&bytes), Ok((record.clone(), bytes.len())));
         proptest::prop_assert_eq!(decode(&bytes), Ok((record, bytes.len())));
+    }
+
+    #[test]
+    fn crc32c_by_eight_matches_the_bitwise_definition(data in proptest::collection::vec(0u8.., 0..100)) {
+        // The definition, one bit at a time: no table at all.
+        let mut crc = !0u32;
+        for &b in &data {
+            crc ^= u32::from(b);
+            for _ in 0..8 {
+                crc = if crc & 1 != 0 { (crc >> 1) ^ 0x82F6_3B78 } else { crc >> 1 };
+            }
+        }
+        proptest::prop_assert_eq!(crc32c(&data), !crc);
     }
 }

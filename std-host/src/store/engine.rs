@@ -699,9 +699,11 @@ fn view(st: &SlotState) -> Option<TaskView> {
     })
 }
 
-/// Decodes a stored event, checking that it is the one its key names.
+/// Decodes a stored event, checking that it is the one its key names. The index holds only
+/// records this store encoded (and validated), so the frame and checksum are checked but the
+/// fields are not validated twice (`record::decode_written`): this is the replay hot path.
 fn stored_event(raw: &[u8], task_id: &str, seq: Seq) -> Result<StoredEvent, StoreError> {
-    let (rec, _) = record::decode(raw).map_err(StoreError::Record)?;
+    let (rec, _) = record::decode_written(raw).map_err(StoreError::Record)?;
     match rec {
         Record::Event(e) if e.task_id == task_id && e.seq == seq => Ok(StoredEvent {
             seq: e.seq,
