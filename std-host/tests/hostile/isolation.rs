@@ -216,52 +216,45 @@ fn shm_files_of(pid: u32) -> Vec<PathBuf> {
     out
 }
 
-/// The file mode the process umask gives a file created with 0666.
-fn umask_file_mode() -> u32 {
-    let status = std::fs::read_to_string("/proc/self/status").expect("status");
-    let umask = status
-        .lines()
-        .find_map(|l| l.strip_prefix("Umask:"))
-        .and_then(|m| u32::from_str_radix(m.trim(), 8).ok())
-        .expect("Umask");
-    0o666 & !umask
-}
-
 #[test]
-fn in_memory_mode_writes_payloads_to_dev_shm() {
+fn in_memory_scratch_files_are_private_and_reaped_after_a_kill() {
+    // `--in-memory` keeps sled's "temporary" database on a memory-backed file system
+    // (/dev/shm): in a directory of its own, created 0700, so no other local user can read the
+    // payloads in it; removed on a clean exit; and, when a server was killed and could not
+    // remove it, reaped by the next in-memory server that starts.
     let mut s = Server::legacy(&[]);
     let e = start_emit(&mut s, 200, 0, 1000);
     wait_terminal(&mut s, &e.task);
     let files = shm_files_of(s.pid());
-    // FIXME(store): `--in-memory` opens sled with `temporary(true)`, which keeps a database
-    // file under /dev/shm/pagecache.tmp.<n>/ created with the umask's mode (0644 under the
-    // usual 022), so event payloads sit in a file other local users can read while the server
-    // runs, and stay behind, in RAM, when it is killed (a clean exit removes them). This asserts
-    // today's behaviour; once the store keeps in-memory data in memory (or in a 0700 dir it
-    // removes at open), require `files` to be empty.
-    assert_eq!(
-        files.len(),
-        1,
-        "FIXME fixed? require no /dev/shm files: {files:?}"
-    );
+    assert_eq!(files.len(), 1, "one scratch database: {files:?}");
     let db = &files[0];
-    assert_eq!(mode(db), umask_file_mode(), "{}", db.display());
+    let dir = db.parent().expect("dir").to_owned();
+    assert_eq!(mode(&dir), 0o700, "{} is {:o}", dir.display(), mode(&dir));
+    let name = dir
+        .file_name()
+        .and_then(|n| n.to_str())
+        .unwrap_or_default()
+        .to_owned();
+    assert!(
+        name.starts_with(&format!("taskstream-mem-{}-", s.pid())),
+        "{name}"
+    );
     let bytes = std::fs::read(db).expect("read the scratch db");
     let payload = format!(r#"{{"i":5,"data":"{}"}}"#, "x".repeat(1000));
     assert!(
         bytes
             .windows(payload.len())
             .any(|w| w == payload.as_bytes()),
-        "the payload is in the scratch file"
+        "the payload is in the scratch file (so the directory's mode is what protects it)"
     );
     assert_healthy(&mut s, &[e]);
-    let dir = db.parent().expect("dir").to_owned();
     s.kill();
-    assert!(
-        dir.exists(),
-        "FIXME fixed? a killed server leaves nothing behind"
-    );
-    std::fs::remove_dir_all(&dir).expect("clean up after the killed server");
+    assert!(dir.exists(), "a killed server cannot clean up after itself");
+    // The next in-memory server reaps the dead one's directory when it opens its store.
+    let mut next = Server::legacy(&[]);
+    let e = start_emit(&mut next, 3, 0, 10);
+    wait_terminal(&mut next, &e.task);
+    assert!(!dir.exists(), "{} was not reaped", dir.display());
 }
 
 #[test]
