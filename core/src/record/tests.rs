@@ -305,7 +305,7 @@ proptest::proptest! {
             payload: &payload,
         });
         let bytes = to_vec(&record);
-        proptest::prop_assert_eq!(decode_written(&bytes), Ok((record.clone(), bytes.len())));
+        proptest::prop_assert_eq!(decode_written(&bytes), Ok((record, bytes.len())));
         proptest::prop_assert_eq!(decode(&bytes), Ok((record, bytes.len())));
     }
 
