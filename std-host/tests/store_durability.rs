@@ -35,22 +35,10 @@ const NOW: Millis = Millis(1_000_000);
 // ---------------------------------------------------------------------------------------------
 // Shared helpers
 
-/// A small deterministic generator (splitmix64), so a failing run can be replayed by its seed.
-struct Rng(u64);
+#[path = "common/rng.rs"]
+mod rng;
 
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-}
+use rng::Rng;
 
 fn mode_name(mode: Durability) -> &'static str {
     match mode {
@@ -553,8 +541,8 @@ fn run_measure(
     }
 }
 
-#[test]
-fn fdatasync_calls_follow_the_durability_mode() {
+/// In a child process started by [`run_measure`]: runs the measurement it names, then exits.
+fn measure_if_child() {
     if let Some(spec) = child_spec() {
         let [dir, mode, threads, per_thread] = spec.as_slice() else {
             panic!("bad child spec {spec:?}");
@@ -566,6 +554,11 @@ fn fdatasync_calls_follow_the_durability_mode() {
             per_thread.parse().unwrap(),
         );
     }
+}
+
+#[test]
+fn fdatasync_calls_follow_the_durability_mode() {
+    measure_if_child();
     // strace must be installed and allowed to trace (ptrace may be forbidden in a container).
     let can_trace = Command::new("strace")
         .args(["-f", "-c", "-o", "/dev/null", "true"])
@@ -615,17 +608,7 @@ fn fdatasync_calls_follow_the_durability_mode() {
 
 #[test]
 fn append_rates() {
-    if let Some(spec) = child_spec() {
-        let [dir, mode, threads, per_thread] = spec.as_slice() else {
-            panic!("bad child spec {spec:?}");
-        };
-        measure_child(
-            Path::new(dir),
-            parse_mode(mode),
-            threads.parse().unwrap(),
-            per_thread.parse().unwrap(),
-        );
-    }
+    measure_if_child();
     // A smoke run by default; the real measurement with TASKSTREAM_STORE_MEASURE=1. The disk
     // is shared, so each configuration alternates store and raw runs and reports medians.
     let full = std::env::var("TASKSTREAM_STORE_MEASURE").is_ok_and(|v| v == "1");

@@ -10,25 +10,10 @@ use std::time::Duration;
 use serde_json::{json, Value};
 
 use crate::client::{modern, seqs, Server};
+use crate::rng::Rng;
 
 /// At least 20 kills, as the durability promise asks of CI.
 const KILLS: usize = 24;
-
-/// xorshift64*: a small seeded generator, so a failing run can be replayed exactly.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
-    }
-
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-}
 
 fn seed() -> u64 {
     std::env::var("TASKSTREAM_CRASH_SEED")

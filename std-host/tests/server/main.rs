@@ -6,6 +6,8 @@ mod client;
 mod crash;
 mod lifecycle;
 mod recovery;
+#[path = "../common/rng.rs"]
+mod rng;
 mod scale;
 mod stream;
 mod tasks;

@@ -1,0 +1,21 @@
+//! A small deterministic generator (splitmix64) for the tests that pick random moments, so a
+//! failing run can be replayed from its printed seed. Shared by test binaries through `#[path]`.
+
+/// splitmix64.
+pub(crate) struct Rng(pub(crate) u64);
+
+impl Rng {
+    /// The next 64 random bits.
+    pub(crate) fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+
+    /// A number in `0 .. n`.
+    pub(crate) fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+}
