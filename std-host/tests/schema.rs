@@ -212,18 +212,7 @@ fn every_message_the_core_writes_matches_the_schema() {
 /// Sends `tasks/stream` and returns every message up to and including its answer.
 fn stream_messages(s: &mut Server, params: Value, task: &str) -> Vec<Value> {
     let id = s.request("tasks/stream", params);
-    let mut out = Vec::new();
-    loop {
-        let v = s.recv("a stream message", |v| {
-            (v["method"] == "notifications/tasks/event" && v["params"]["taskId"] == task)
-                || (v["id"] == json!(id) && v.get("method").is_none())
-        });
-        let done = v.get("method").is_none();
-        out.push(v);
-        if done {
-            return out;
-        }
-    }
+    s.stream_messages(id, task)
 }
 
 #[test]

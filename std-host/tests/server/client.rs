@@ -221,22 +221,32 @@ impl Server {
             .unwrap_or_else(|| panic!("{method} should fail: {r}"))
     }
 
-    /// Collects the events of stream request `id` for `task` until its response; returns the
-    /// events (params) in arrival order and the response.
+    /// Every message of stream request `id` for `task`, its events (whole notifications) in
+    /// arrival order and, last, its response.
     #[track_caller]
-    pub(crate) fn collect_stream(&mut self, id: i64, task: &str) -> (Vec<Value>, Value) {
-        let mut events = Vec::new();
+    pub(crate) fn stream_messages(&mut self, id: i64, task: &str) -> Vec<Value> {
+        let mut out = Vec::new();
         loop {
             let v = self.recv(&format!("stream {id} message"), |v| {
                 (v["method"] == "notifications/tasks/event" && v["params"]["taskId"] == task)
                     || (v["id"] == json!(id) && v.get("method").is_none())
             });
-            if v.get("method").is_some() {
-                events.push(v["params"].clone());
-            } else {
-                return (events, v);
+            let answered = v.get("method").is_none();
+            out.push(v);
+            if answered {
+                return out;
             }
         }
+    }
+
+    /// Collects the events of stream request `id` for `task` until its response; returns the
+    /// events (params) in arrival order and the response.
+    #[track_caller]
+    pub(crate) fn collect_stream(&mut self, id: i64, task: &str) -> (Vec<Value>, Value) {
+        let mut messages = self.stream_messages(id, task);
+        let end = messages.pop().unwrap_or_default();
+        let events = messages.into_iter().map(|m| m["params"].clone()).collect();
+        (events, end)
     }
 
     /// Waits for a stderr line containing `needle`.
