@@ -50,7 +50,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use serde_json::{json, Map, Value};
-use taskstream_core::rpc::{self, Message};
+use taskstream_core::rpc::{self, Message, Reason};
 use taskstream_core::RequestId;
 
 use crate::clock;
@@ -488,7 +488,7 @@ impl Shared {
     fn refuse_over_running_limit(&self) -> Result<(), ServerError> {
         if self.tasks.running() + self.plain.len() >= self.config.max_running_tasks {
             Err(ServerError::Limit {
-                reason: wire::REASON_TASK_LIMIT,
+                reason: Reason::TaskLimit,
                 what: "too many tasks and tool calls running on this connection \
                        (--max-running-tasks); retry when one has ended",
             })

@@ -23,6 +23,7 @@ use std::thread::JoinHandle;
 use std::time::Instant;
 
 use serde_json::{json, Map, Value};
+use taskstream_core::rpc::Reason;
 use taskstream_core::{Lifecycle, RequestId};
 
 use super::cancel::CancelToken;
@@ -478,7 +479,7 @@ impl Shared {
         if !view.record.status.is_terminal() {
             if pending.waiters.len() >= self.config.max_running_tasks {
                 return Err(ServerError::Limit {
-                    reason: wire::REASON_WAITER_LIMIT,
+                    reason: Reason::WaiterLimit,
                     what: "too many tasks/result requests waiting on this connection",
                 });
             }

@@ -18,16 +18,6 @@ pub(crate) const TASKS_EXTENSION: &str = "io.modelcontextprotocol/tasks";
 /// The only modern protocol version spoken.
 pub(crate) const MODERN_VERSION: &str = "2026-07-28";
 
-/// `data.reason` of a Tasks request refused because the connection failed too many task
-/// lookups recently (SE-07, resume attempts; see `guard`).
-pub(crate) const REASON_TOO_MANY_FAILURES: &str = Reason::TooManyFailures.as_str();
-/// `data.reason` of a `tools/call` refused because the connection runs its limit of tasks and
-/// plain calls (`--max-running-tasks`).
-pub(crate) const REASON_TASK_LIMIT: &str = Reason::TaskLimit.as_str();
-/// `data.reason` of a `tasks/result` refused because as many are already waiting as the
-/// connection may run tasks.
-pub(crate) const REASON_WAITER_LIMIT: &str = Reason::WaiterLimit.as_str();
-
 /// Every error the server answers with.
 #[derive(Clone, Debug, PartialEq)]
 pub(crate) enum ServerError {
@@ -68,7 +58,7 @@ pub(crate) enum ServerError {
     /// A resource limit of the connection (running tasks, waiting `tasks/result` requests).
     Limit {
         /// The `data.reason`.
-        reason: &'static str,
+        reason: Reason,
         /// The sentence after "Invalid params: ".
         what: &'static str,
     },
@@ -177,13 +167,13 @@ impl ServerError {
                     code.message()
                 ),
                 Some(json!({
-                    "reason": REASON_TOO_MANY_FAILURES,
+                    "reason": Reason::TooManyFailures.as_str(),
                     "retryAfterMs": retry_after_ms,
                 })),
             ),
             ServerError::Limit { reason, what } => (
                 format!("{}: {what}", code.message()),
-                Some(json!({ "reason": reason })),
+                Some(json!({ "reason": reason.as_str() })),
             ),
             ServerError::Core(_) | ServerError::EventsGone { .. } => (String::new(), None),
         };
@@ -457,7 +447,7 @@ mod tests {
         );
         assert_eq!(
             ServerError::Limit {
-                reason: REASON_TASK_LIMIT,
+                reason: Reason::TaskLimit,
                 what: "w"
             }
             .to_json(),
