@@ -229,6 +229,23 @@ fn decimal_exponent(part: &[u8]) -> i64 {
     }
 }
 
+/// Eight `0x01` bytes: a byte value times this is that byte in every lane of a word.
+const LANES: u64 = 0x0101_0101_0101_0101;
+
+/// Whether any byte of `word` is below `n` (`n` ≤ 128). Exact for the word as a whole: with
+/// no byte below `n`, no lane borrows, and a lane whose high bit is set stays clear.
+const fn any_byte_below(word: u64, n: u8) -> bool {
+    word.wrapping_sub(LANES * n as u64) & !word & (LANES * 0x80) != 0
+}
+
+/// Whether any of eight string bytes is a quote, a backslash or a control character, i.e.
+/// ends the string, starts an escape, or is refused.
+const fn needs_a_look(word: u64) -> bool {
+    any_byte_below(word ^ (LANES * b'"' as u64), 1)
+        || any_byte_below(word ^ (LANES * b'\\' as u64), 1)
+        || any_byte_below(word, 0x20)
+}
+
 /// What the scanner expects next.
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Expect {
@@ -256,6 +273,22 @@ struct Scanner<'a> {
 impl Scanner<'_> {
     fn peek(&self) -> Option<u8> {
         self.src.get(self.pos).copied()
+    }
+
+    /// Inside a string, skips eight bytes at a time while none of them needs a look (a quote,
+    /// a backslash or a control character); the byte-wise loop of [`string`](Self::string)
+    /// takes over at the first word that holds one.
+    fn skip_plain(&mut self) {
+        let rest = self.src.get(self.pos..).unwrap_or_default();
+        let plain = rest
+            .chunks_exact(8)
+            .take_while(|word| {
+                let mut bytes = [0u8; 8];
+                bytes.copy_from_slice(word);
+                !needs_a_look(u64::from_le_bytes(bytes))
+            })
+            .count();
+        self.pos += plain * 8;
     }
 
     fn err(&self) -> JsonError {
@@ -460,6 +493,7 @@ impl Scanner<'_> {
     fn string(&mut self) -> Result<(), JsonError> {
         self.pos += 1;
         loop {
+            self.skip_plain();
             let Some(b) = self.peek() else {
                 return Err(self.err());
             };
