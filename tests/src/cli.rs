@@ -25,6 +25,12 @@ Options:
                               events), as one shell-quoted string, e.g.
                               \"taskstream serve --in-memory --max-events-per-task 5\";
                               enables the events_gone checks (RS-03b, RT-04, RS-07, EG-01)
+  --aged-retention-cmd CMD    the same server dropping events after a short maximum age (a
+                              few seconds at most), e.g.
+                              \"taskstream serve --in-memory --max-event-age 1\";
+                              enables RS-06 and the cursor rules on a terminal task with
+                              nothing retained (RS-04, RS-02, RS-03b, RT-04, RS-07, EG-01)
+  --aged-wait-ms N            how long to wait for those events to age out (default: 15000)
   --timeout-ms N              bound on every wait for an answer or an event (default: 5000)
   --quiet-ms N                how long to listen for what must not come (default: 200)
   --stream-probe N            most concurrent streams opened for SE-07 (default: 64)
@@ -42,7 +48,7 @@ could be checked, or when the server speaks an era but could not make a task in 
 #[derive(Debug)]
 enum Request {
     Help,
-    Run(Config),
+    Run(Box<Config>),
 }
 
 /// Runs the suite as a command. `args` are the words after the program (or subcommand) name,
@@ -130,6 +136,14 @@ fn parse(args: &[String]) -> Result<Request, String> {
                 }
                 config.small_retention_command = Some(command);
             }
+            "--aged-retention-cmd" => {
+                let command = split_command(&value)?;
+                if command.is_empty() {
+                    return Err("--aged-retention-cmd is empty".to_owned());
+                }
+                config.aged_retention_command = Some(command);
+            }
+            "--aged-wait-ms" => config.aged_wait = Duration::from_millis(positive(flag, &value)?),
             "--timeout-ms" => config.timeout = Duration::from_millis(positive(flag, &value)?),
             "--quiet-ms" => config.quiet = Duration::from_millis(number(flag, &value)?),
             "--stream-probe" => {
@@ -142,7 +156,7 @@ fn parse(args: &[String]) -> Result<Request, String> {
     if config.command.is_empty() {
         return Err("no server command given".to_owned());
     }
-    Ok(Request::Run(config))
+    Ok(Request::Run(Box::new(config)))
 }
 
 fn number(flag: &str, value: &str) -> Result<u64, String> {
@@ -229,7 +243,7 @@ mod tests {
 
     fn config(words: &[&str]) -> Config {
         match parse(&args(words)) {
-            Ok(Request::Run(config)) => config,
+            Ok(Request::Run(config)) => *config,
             other => panic!("{words:?} gave {other:?}"),
         }
     }
@@ -257,6 +271,10 @@ mod tests {
             "50",
             "--small-retention-cmd",
             "srv --max 'a b'",
+            "--aged-retention-cmd",
+            "srv --age 1",
+            "--aged-wait-ms",
+            "3000",
             "--timeout-ms",
             "900",
             "--quiet-ms",
@@ -274,6 +292,8 @@ mod tests {
             c.small_retention_command,
             Some(args(&["srv", "--max", "a b"]))
         );
+        assert_eq!(c.aged_retention_command, Some(args(&["srv", "--age", "1"])));
+        assert_eq!(c.aged_wait, Duration::from_millis(3000));
         assert_eq!(c.timeout, Duration::from_millis(900));
         assert_eq!(c.quiet, Duration::ZERO);
         assert_eq!(c.stream_probe, 3);
@@ -290,6 +310,8 @@ mod tests {
             &["--bogus", "srv"],
             &["--tool"],
             &["--small-retention-cmd", "'", "srv"],
+            &["--aged-retention-cmd", "", "srv"],
+            &["--aged-wait-ms", "0", "srv"],
         ] {
             assert!(parse(&args(words)).is_err(), "{words:?}");
         }

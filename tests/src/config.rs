@@ -76,6 +76,13 @@ pub struct Config {
     /// The same server started with a small per-task retention (fewer events than the suite's
     /// 30-tick task produces), for the `events_gone` checks; without it they are skipped.
     pub small_retention_command: Option<Vec<String>>,
+    /// The same server started with a short maximum event age (a few seconds at most), so that
+    /// a terminal task ends up with nothing retained, for RS-06 and the cursor rules on such a
+    /// task; without it they are judged only where another scenario meets that situation.
+    pub aged_retention_command: Option<Vec<String>>,
+    /// How long the suite waits, polling, for the aged-retention server to drop every event of
+    /// a terminal task before it skips the checks that need it.
+    pub aged_wait: Duration,
     /// The eras to check, in turn.
     pub eras: Vec<Era>,
     /// How to make a task.
@@ -94,11 +101,14 @@ pub struct Config {
 
 impl Config {
     /// A configuration with the defaults for `command`: both eras, the `emit` profile, 100 ms
-    /// between live events, 5 s timeouts, a 200 ms quiet window, up to 64 concurrent streams.
+    /// between live events, 5 s timeouts, a 200 ms quiet window, up to 64 concurrent streams,
+    /// and 15 s for events to age out on the aged-retention server.
     pub fn new(command: Vec<String>) -> Config {
         Config {
             command,
             small_retention_command: None,
+            aged_retention_command: None,
+            aged_wait: Duration::from_secs(15),
             eras: Era::BOTH.to_vec(),
             profile: TaskProfile::emit(),
             interval_ms: 100,

@@ -6,7 +6,8 @@
 //! the SEP's checklist that can be observed on the wire (the `CHECKS` table; the traceability
 //! file `sep-2694.yaml` beside this crate maps every requirement, testable or not). It needs
 //! from the server only a tool that runs as a task, `emit` by default, and, for the
-//! `events_gone` checks, a second command that starts the server with a small retention.
+//! `events_gone` checks, a second command that starts the server with a small retention, and
+//! for RS-06, a third that starts it with a short maximum event age.
 //!
 //! It carries its own wire client on `serde_json` and shares no code with any implementation,
 //! so that a bug cannot pass by agreeing with itself.
@@ -17,6 +18,11 @@
 //! let mut config = Config::new(vec!["taskstream".into(), "serve".into(), "--in-memory".into()]);
 //! config.small_retention_command = Some(
 //!     ["taskstream", "serve", "--in-memory", "--max-events-per-task", "5"]
+//!         .map(String::from)
+//!         .to_vec(),
+//! );
+//! config.aged_retention_command = Some(
+//!     ["taskstream", "serve", "--in-memory", "--max-event-age", "1"]
 //!         .map(String::from)
 //!         .to_vec(),
 //! );
@@ -39,8 +45,9 @@
 //! | `catalog` | the [`CHECKS`] table |
 //! | `report` | [`Report`]: outcomes, counts, printed form, exit status |
 //!
-//! Waits are bounded: every one ends at a deadline (`--timeout-ms`), and the suite sleeps only
-//! while listening for messages that must not come (`--quiet-ms`).
+//! Waits are bounded: every one ends at a deadline (`--timeout-ms`, or `--aged-wait-ms` for the
+//! events of the aged-retention server to age out), and the suite sleeps only while listening:
+//! for messages that must not come (`--quiet-ms`), or between two polls of a condition.
 
 mod catalog;
 mod cli;

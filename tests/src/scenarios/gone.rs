@@ -77,7 +77,8 @@ fn dropped_history(ctx: &Ctx<'_>, s: &mut Session, ev: &mut Evidence) -> Result<
         let rec = s.stream(stream);
         let failure = match &rec.reply {
             Some(Reply::Error(error)) if is_events_gone(error) => {
-                ev.judge(Id::Eg01, shape_failure(error, &task, earliest));
+                let oldest = format!("the oldest retained event is seq {earliest}");
+                ev.judge(Id::Eg01, shape_failure(error, &task, earliest, &oldest));
                 None
             }
             Some(Reply::Error(error)) => Some(format!(
@@ -126,7 +127,7 @@ fn dropped_history(ctx: &Ctx<'_>, s: &mut Session, ev: &mut Evidence) -> Result<
 
 /// An `events_gone` answer, known by its code or by its reason (the code is an open question
 /// of the SEP, so either identifies it; EG-01 then judges the exact shape).
-fn is_events_gone(error: &RpcError) -> bool {
+pub(super) fn is_events_gone(error: &RpcError) -> bool {
     error.code == Some(-32010)
         || error
             .data
@@ -136,9 +137,14 @@ fn is_events_gone(error: &RpcError) -> bool {
             == Some("events_gone")
 }
 
-/// EG-01: code -32010, data `{reason: "events_gone", taskId, earliestSeq}`, earliestSeq the
-/// oldest retained seq.
-fn shape_failure(error: &RpcError, task: &str, earliest: u64) -> Option<String> {
+/// EG-01: code -32010, data `{reason: "events_gone", taskId, earliestSeq}`, earliestSeq equal
+/// to `earliest`; `why` says why that is the right value, for the failure message.
+pub(super) fn shape_failure(
+    error: &RpcError,
+    task: &str,
+    earliest: u64,
+    why: &str,
+) -> Option<String> {
     if error.code != Some(-32010) {
         return Some(format!("events_gone came as {error}, not -32010"));
     }
@@ -159,9 +165,7 @@ fn shape_failure(error: &RpcError, task: &str, earliest: u64) -> Option<String> 
     }
     match data.get("earliestSeq").and_then(Value::as_u64) {
         Some(seq) if seq == earliest => None,
-        Some(seq) => Some(format!(
-            "events_gone data.earliestSeq is {seq}, but the oldest retained event is seq {earliest}"
-        )),
+        Some(seq) => Some(format!("events_gone data.earliestSeq is {seq}, but {why}")),
         None => Some(format!(
             "events_gone data.earliestSeq is {}, not a seq",
             data.get("earliestSeq").unwrap_or(&Value::Null)

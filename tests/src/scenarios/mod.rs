@@ -10,10 +10,12 @@
 //! | [`live`] | a late join and a resume while the task runs | RS-05, DX-07, RS-03a |
 //! | [`limits`] | many concurrent streams | SE-07 |
 //! | [`gone`] | a task whose first events were dropped (small-retention server) | RS-03b, RT-04, RS-07, EG-01 |
+//! | [`aged`] | terminal tasks with nothing retained (aged-retention server) | RS-06, RS-04, RS-02, RS-03b, RT-04, RS-07, EG-01 |
 //!
 //! The per-event rules (EV-01, EV-03, EV-04, EV-05..EV-07, EV-08, NT-01, NT-02) and DX-01 are
 //! judged on every stream of every scenario, by `Session::finish`.
 
+mod aged;
 mod cancel;
 mod concurrency;
 mod gone;
@@ -154,10 +156,7 @@ pub(crate) fn run_era(cfg: &Config, era: Era) -> EraReport {
             live::run_resume(&ctx, &mut ev);
             limits::run(&ctx, &mut ev);
             gone::run(&ctx, &mut ev);
-            ev.skip(
-                Id::Rs06,
-                "needs a terminal task with nothing retained; every terminal task seen still had events",
-            );
+            aged::run(&ctx, &mut ev);
         }
     }
     EraReport::from_evidence(era, &ev, &infos)

@@ -54,7 +54,41 @@ fn a_correct_server_exits_0_with_the_small_retention_command() {
     assert!(text.contains("\nPASS RS-03b\n"), "{text}");
     assert!(text.contains("\nPASS SE-07 (should)\n"), "{text}");
     assert!(
+        text.contains(
+            "\nSKIP RS-06: needs a terminal task with nothing retained: give --aged-retention-cmd"
+        ),
+        "{text}"
+    );
+    // TS-01, RS-06 and the modern `_meta` rules DX-03 and DX-05 skipped.
+    assert!(
         text.ends_with("should: 3 met, 0 warned, 0 skipped\n30 passed, 0 failed, 4 skipped\n"),
+        "{text}"
+    );
+    assert_eq!(output.status.code(), Some(0));
+}
+
+#[test]
+fn a_correct_server_exits_0_with_both_retention_commands() {
+    let small = format!("'{}' --max-events 5", crate::FAULTY_SERVER);
+    let aged = format!(
+        "'{}' --max-age-ms {}",
+        crate::FAULTY_SERVER,
+        crate::MAX_AGE_MS
+    );
+    let options = [
+        "--era",
+        "legacy",
+        "--small-retention-cmd",
+        &small,
+        "--aged-retention-cmd",
+        &aged,
+    ];
+    let output = suite(&options, None);
+    let text = stdout(&output);
+    assert!(text.contains("\nPASS RS-06\n"), "{text}");
+    // Only TS-01 and the modern `_meta` rules skipped.
+    assert!(
+        text.ends_with("should: 3 met, 0 warned, 0 skipped\n31 passed, 0 failed, 3 skipped\n"),
         "{text}"
     );
     assert_eq!(output.status.code(), Some(0));

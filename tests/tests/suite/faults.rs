@@ -3,6 +3,7 @@
 
 use std::collections::BTreeSet;
 use std::process::Command;
+use std::time::Duration;
 
 use taskstream_conformance::{run, Era, Level, Outcome, Report, CHECKS};
 
@@ -41,7 +42,7 @@ const fn breaks(fault: &'static str, both: &'static [&'static str]) -> Breaks {
 ///   retained range; gone-off-by-one breaks the two of them that speak of the boundary;
 /// - stream-loose-match and stream-skips-lookup: SE-01 is "tasks/stream refuses as tasks/get
 ///   does", which any leak (SE-03) or any lax answer to an unknown task (DX-02) breaks.
-const FAULTS: [Breaks; 37] = [
+const FAULTS: [Breaks; 38] = [
     breaks("skip-seq", &["EV-03"]),
     breaks("reorder", &["EV-04"]),
     breaks("drop-meta", &["NT-01"]),
@@ -99,6 +100,8 @@ const FAULTS: [Breaks; 37] = [
         small_retention: "0",
         ..breaks("empty-no-result", &["RS-06"])
     },
+    // Seen on the aged-retention twin: the second stream after the result is refused.
+    breaks("empty-left-open", &["RS-06"]),
     // Without tasks/stream at all, TS-01 passes and nothing else can be checked.
     breaks("no-streams", &[]),
 ];
@@ -193,6 +196,7 @@ fault_tests! {
     no_stream_limit => "no-stream-limit",
     drop_on_terminal => "drop-on-terminal",
     empty_no_result => "empty-no-result",
+    empty_left_open => "empty-left-open",
     no_streams => "no-streams",
 }
 
@@ -204,11 +208,11 @@ fn a_correct_server_passes_every_check() {
         let render = got.render();
         assert_eq!(got.failed(), Vec::<&str>::new(), "{era} era\n{render}");
         assert_eq!(got.warned(), Vec::<&str>::new(), "{era} era\n{render}");
-        // TS-01 is for servers without streams; RS-06 needs a task with nothing retained; the
-        // `_meta` rules are modern.
+        // TS-01 is for servers without streams; the `_meta` rules are modern. RS-06 passes on
+        // the aged-retention twin.
         let skipped: &[&str] = match era {
-            Era::Modern => &["TS-01", "RS-06"],
-            Era::Legacy => &["TS-01", "RS-06", "DX-03", "DX-05"],
+            Era::Modern => &["TS-01"],
+            Era::Legacy => &["TS-01", "DX-03", "DX-05"],
         };
         assert_eq!(got.skipped(), skipped, "{era} era\n{render}");
     }
@@ -229,6 +233,50 @@ fn a_server_that_keeps_nothing_answers_at_once() {
             got.render()
         );
         assert_eq!(got.failed(), Vec::<&str>::new(), "{}", got.render());
+    }
+}
+
+#[test]
+fn an_aged_retention_server_that_keeps_everything_leaves_rs06_skipped() {
+    // A twin without a maximum age never reaches "nothing retained": RS-06 is skipped, with the
+    // reason, rather than failed, and the cursor checks fall back on the small-retention twin.
+    let mut config = config(None, "5");
+    config.aged_retention_command = Some(crate::server(None, &[]));
+    config.aged_wait = Duration::from_millis(600);
+    let report = run(&config);
+    for era in Era::BOTH {
+        let got = era_report(&report, era);
+        match got.outcome("RS-06") {
+            Some(Outcome::Skip(why)) => assert!(
+                why.contains("still retained") && why.contains("600 ms"),
+                "{}",
+                got.render()
+            ),
+            other => panic!("RS-06 is {other:?}\n{}", got.render()),
+        }
+        assert_eq!(got.failed(), Vec::<&str>::new(), "{}", got.render());
+        assert_eq!(
+            got.outcome("RT-04"),
+            Some(&Outcome::Pass),
+            "{}",
+            got.render()
+        );
+    }
+}
+
+#[test]
+fn without_the_aged_retention_command_rs06_is_skipped_and_says_why() {
+    let mut config = config(None, "5");
+    config.aged_retention_command = None;
+    let report = run(&config);
+    for era in Era::BOTH {
+        let got = era_report(&report, era);
+        match got.outcome("RS-06") {
+            Some(Outcome::Skip(why)) => {
+                assert!(why.contains("--aged-retention-cmd"), "{}", got.render())
+            }
+            other => panic!("RS-06 is {other:?}\n{}", got.render()),
+        }
     }
 }
 

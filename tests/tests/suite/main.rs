@@ -23,13 +23,17 @@ pub(crate) fn server(fault: Option<&str>, extra: &[&str]) -> Vec<String> {
     command
 }
 
+/// How long the aged-retention twin keeps an event, in milliseconds.
+pub(crate) const MAX_AGE_MS: &str = "200";
+
 /// A run against `faulty-server` with `fault`, its small-retention twin keeping
-/// `small_retention` events per task, and bounds tight enough for a local server. The live
-/// tasks keep the default 100 ms between events: a late join must find its task still running
-/// even on a busy machine.
+/// `small_retention` events per task, its aged-retention twin dropping events after
+/// [`MAX_AGE_MS`], and bounds tight enough for a local server. The live tasks keep the default
+/// 100 ms between events: a late join must find its task still running even on a busy machine.
 pub(crate) fn config(fault: Option<&str>, small_retention: &str) -> Config {
     let mut config = Config::new(server(fault, &[]));
     config.small_retention_command = Some(server(fault, &["--max-events", small_retention]));
+    config.aged_retention_command = Some(server(fault, &["--max-age-ms", MAX_AGE_MS]));
     config.timeout = Duration::from_secs(2);
     config.quiet = Duration::from_millis(100);
     config.stream_probe = 12;

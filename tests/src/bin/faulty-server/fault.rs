@@ -41,12 +41,13 @@ pub(crate) enum Fault {
     StatusMismatch,
     NoStreamLimit,
     EmptyNoResult,
+    EmptyLeftOpen,
     DropOnTerminal,
     NoStreams,
 }
 
 /// Every fault: its name on the command line and what it does.
-pub(crate) const FAULTS: [(&str, Fault, &str); 37] = [
+pub(crate) const FAULTS: [(&str, Fault, &str); 38] = [
     (
         "skip-seq",
         Fault::SkipSeq,
@@ -217,6 +218,11 @@ pub(crate) const FAULTS: [(&str, Fault, &str); 37] = [
         "empty-no-result",
         Fault::EmptyNoResult,
         "without after, a terminal task with nothing retained never answers",
+    ),
+    (
+        "empty-left-open",
+        Fault::EmptyLeftOpen,
+        "without after, a terminal task with nothing retained is answered, but its stream stays active",
     ),
     (
         "drop-on-terminal",

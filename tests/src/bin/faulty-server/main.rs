@@ -5,7 +5,8 @@
 //! to break one rule. The suite's own tests run the suite against it, once per fault.
 //!
 //! ```text
-//! faulty-server [--fault NAME]... [--max-events N] [--max-streams N] [--list-faults]
+//! faulty-server [--fault NAME]... [--max-events N] [--max-age-ms N] [--max-streams N]
+//!               [--list-faults]
 //! ```
 
 mod fault;
@@ -15,17 +16,19 @@ mod task;
 use std::io::{self, BufRead};
 use std::sync::mpsc::{self, RecvTimeoutError};
 use std::thread;
-use std::time::{Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use fault::{Faults, FAULTS};
 use server::{Options, Server};
 
 const USAGE: &str = "\
-Usage: faulty-server [--fault NAME]... [--max-events N] [--max-streams N] [--list-faults]
+Usage: faulty-server [--fault NAME]... [--max-events N] [--max-age-ms N] [--max-streams N]
+                     [--list-faults]
 
 An MCP server on stdin/stdout with one tool, emit {count, interval_ms?, payload_bytes?, fail_at?},
 that breaks SEP-2694 in the ways named by --fault (none by default).
   --max-events N    events retained per task (default 10000)
+  --max-age-ms N    drops events older than N milliseconds (default: kept)
   --max-streams N   concurrent streams per connection (default 8)
 ";
 
@@ -74,6 +77,7 @@ fn parse(mut args: impl Iterator<Item = String>) -> Result<Option<Options>, Stri
     let mut opts = Options {
         faults: Faults::default(),
         max_events: 10_000,
+        max_age: None,
         max_streams: 8,
     };
     while let Some(arg) = args.next() {
@@ -88,6 +92,12 @@ fn parse(mut args: impl Iterator<Item = String>) -> Result<Option<Options>, Stri
                 opts.max_events = value("--max-events")?
                     .parse()
                     .map_err(|_| "--max-events needs a number")?;
+            }
+            "--max-age-ms" => {
+                let ms: u64 = value("--max-age-ms")?
+                    .parse()
+                    .map_err(|_| "--max-age-ms needs a number")?;
+                opts.max_age = Some(Duration::from_millis(ms));
             }
             "--max-streams" => {
                 opts.max_streams = value("--max-streams")?

@@ -35,6 +35,8 @@ pub(crate) struct Record {
     pub(crate) seq: u64,
     pub(crate) kind: String,
     pub(crate) payload: Value,
+    /// When it was stored, for the maximum event age.
+    pub(crate) stored_at: Instant,
 }
 
 /// What `emit` was asked to do.
@@ -133,6 +135,14 @@ impl Task {
         self.last_seq = Some(record.seq);
         self.log.push_back(record);
         while self.log.len() > max_events {
+            self.log.pop_front();
+            self.dropped = true;
+        }
+    }
+
+    /// Drops the events stored before `cutoff`, oldest first.
+    pub(crate) fn expire(&mut self, cutoff: Instant) {
+        while self.log.front().is_some_and(|r| r.stored_at < cutoff) {
             self.log.pop_front();
             self.dropped = true;
         }

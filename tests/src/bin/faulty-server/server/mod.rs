@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 use std::io::Write;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
@@ -25,6 +25,8 @@ const MAX_SEQ: u64 = (1 << 53) - 1;
 pub(crate) struct Options {
     pub(crate) faults: Faults,
     pub(crate) max_events: usize,
+    /// Events older than this are dropped, when set.
+    pub(crate) max_age: Option<Duration>,
     pub(crate) max_streams: usize,
 }
 
@@ -120,6 +122,8 @@ impl<W: Write> Server<W> {
         if line.trim().is_empty() {
             return;
         }
+        // Only requests observe what is retained, so events age out as each one arrives.
+        self.expire(Instant::now());
         let message: Value = match serde_json::from_str(line) {
             Ok(message) => message,
             Err(_) => {
@@ -400,6 +404,16 @@ impl<W: Write> Server<W> {
         }
     }
 
+    /// Drops every event older than the maximum age at `now`.
+    fn expire(&mut self, now: Instant) {
+        let Some(cutoff) = self.opts.max_age.and_then(|age| now.checked_sub(age)) else {
+            return;
+        };
+        for task in self.tasks.values_mut() {
+            task.expire(cutoff);
+        }
+    }
+
     /// Fires every timer due by `now`.
     pub(crate) fn fire_timers(&mut self, now: Instant) {
         let due: Vec<String> = self
@@ -486,6 +500,7 @@ impl<W: Write> Server<W> {
             seq,
             kind: kind.to_owned(),
             payload,
+            stored_at: Instant::now(),
         };
         let unsolicited = self.creating.as_deref() == Some(id) && self.has(Fault::PushUnsolicited);
         if unsolicited {

@@ -23,6 +23,9 @@ pub(super) struct Stream {
     pub(super) zombie: bool,
     /// empty-no-result: opened on a terminal task with nothing retained, and never answered.
     pub(super) hang: bool,
+    /// empty-left-open: opened on a terminal task with nothing retained; answered, but kept
+    /// active.
+    pub(super) linger: bool,
     pub(super) closed: bool,
 }
 
@@ -136,8 +139,9 @@ impl<W: Write> Server<W> {
             Some(after) => after + 1,
         };
         let held = running && self.has(Fault::LiveBeforeReplay) && task.first_from(next).is_some();
-        let hang =
-            after.is_none() && !running && task.log.is_empty() && self.has(Fault::EmptyNoResult);
+        let empty = after.is_none() && !running && task.log.is_empty();
+        let hang = empty && self.has(Fault::EmptyNoResult);
+        let linger = empty && self.has(Fault::EmptyLeftOpen);
         self.streams.push(Stream {
             request_id: id.clone(),
             task_id,
@@ -146,6 +150,7 @@ impl<W: Write> Server<W> {
             held,
             zombie: false,
             hang,
+            linger,
             closed: false,
         });
         Ok(Some(self.streams.len() - 1))
@@ -227,6 +232,8 @@ impl<W: Write> Server<W> {
         let delivered = stream.delivered + notes.len();
         let finished = terminal && task.first_from(next).is_none();
         let close = finished && !stream.hang && !(self.has(Fault::NeverClose) && delivered > 0);
+        // empty-left-open: the result goes out, but the stream stays active and never answers again.
+        let linger = close && stream.linger;
         let request_id = stream.request_id.clone();
         for note in &notes {
             self.write(note);
@@ -239,7 +246,11 @@ impl<W: Write> Server<W> {
             stream.next = next;
             stream.held = held;
             stream.delivered = delivered;
-            stream.closed = close;
+            stream.closed = close && !linger;
+            if linger {
+                stream.linger = false;
+                stream.hang = true;
+            }
         }
     }
 
