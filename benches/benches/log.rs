@@ -6,7 +6,8 @@
 //!   own task, so group commit forms batches; K = `$TASKSTREAM_BENCH_APPENDERS`, 64 by
 //!   default), `none` (below the retention limit, and at it: every append then also drops the
 //!   oldest event); beside them the raw bound: the same record bytes appended to a plain file
-//!   with `fdatasync` per event and per batch of K.
+//!   with `fdatasync` per event and per batch of K; and sled's insert alone (`sled_insert_alone`:
+//!   the store's key layout, a record-sized value), the part of every append sled takes.
 //! - `log_replay`: reading a finished task's N retained events (N = `$TASKSTREAM_BENCH_EVENTS`,
 //!   100k by default) from a cursor at 0: by `read_raw_from` in batches of 256 (in place, what
 //!   the delivery thread calls), by `read_from` (copied out) and event by event (`Store::event`).
@@ -72,6 +73,31 @@ fn log_append(c: &mut Criterion) {
             b.iter(|| black_box(store.append(&id, TICK, &payload, now()).expect("append")))
         });
     }
+
+    // What sled's insert alone costs, as the store calls it on every append: the same key
+    // layout (id length, id, big-endian seq), a value the size of the event's record, and the
+    // store's sled configuration. The rest of `none` is everything else an append does.
+    let dir = scratch_dir();
+    let db = sled::Config::new()
+        .path(dir.path().join("sled"))
+        .cache_capacity(64 << 20)
+        .flush_every_ms(None)
+        .open()
+        .expect("sled");
+    let tree = db.open_tree("events").expect("tree");
+    let id = task_id(0);
+    let mut seq = 0u64;
+    group.bench_function("sled_insert_alone", |b| {
+        b.iter(|| {
+            let mut key = Vec::with_capacity(1 + id.len() + 8);
+            key.push(u8::try_from(id.len()).unwrap_or(u8::MAX));
+            key.extend_from_slice(id.as_bytes());
+            key.extend_from_slice(&seq.to_be_bytes());
+            seq += 1;
+            black_box(tree.insert(key, record.as_slice()).expect("insert"))
+        })
+    });
+    drop((tree, db));
 
     let dir = scratch_dir();
     let store = open(
