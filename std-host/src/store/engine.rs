@@ -12,15 +12,17 @@
 //! log's queue). A checkpoint takes only the gate, so it can never wait on itself.
 
 use std::collections::HashMap;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, RwLock};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use taskstream_core::record::{self, EventRecord, Record};
 use taskstream_core::{EventRing, EventType, Millis, Payload, Retained, RetentionPolicy, Seq};
 
 use super::index::{encode_into, Index};
-use super::wal::Wal;
+use super::layout::{self, Generation};
+use super::wal::{self, Wal};
 use super::{
     lock, lock_read, lock_write, AppendError, ChangeSignal, Durability, StoreError, StoreStats,
     StoredEvent, TaskRecord, TaskStatus, TaskView, STATUS_EVENT_TYPE,
@@ -30,6 +32,14 @@ use super::{
 const CHECKPOINT_EVERY: Duration = Duration::from_secs(5);
 /// Log bytes after which a checkpoint is due at once.
 const CHECKPOINT_BYTES: u64 = 64 << 20;
+/// The least time between the end of one index rebuild and the start of the next.
+const REBUILD_EVERY: Duration = Duration::from_secs(10);
+/// The least time between rebuilds as a multiple of the last rebuild's duration, so that
+/// rebuilding takes at most a tenth of the checkpoint thread's time however large the index.
+const REBUILD_SPACING: u32 = 10;
+/// How long a rebuild waits for the old index to be let go (by readers that took it before
+/// the switch, then by sled's threads) before it leaves the directory to a later checkpoint.
+const RETIRE_WAIT: Duration = Duration::from_secs(10);
 
 /// Events a running task's read cache holds at most.
 pub(crate) const CACHE_EVENTS: usize = 128;
@@ -85,8 +95,21 @@ enum Op {
 pub(crate) struct Inner {
     pub(crate) retention: RetentionPolicy,
     pub(crate) durability: Durability,
-    pub(crate) index: Index,
+    /// The index in use. A rebuild replaces it (under the exclusive gate); a reader or writer
+    /// takes the `Arc` it finds and keeps it for one operation.
+    index: RwLock<Arc<Index>>,
     pub(crate) wal: Option<Wal>,
+    /// The data dir (none in memory).
+    data_dir: Option<PathBuf>,
+    /// The index directory in use (none in memory). Changed only under `checkpointing`.
+    generation: Mutex<Option<Generation>>,
+    /// Tasks removed since the index was last rebuilt: their payloads are still in its file.
+    removed_since_rebuild: AtomicU64,
+    /// When the last rebuild ended and how long it took, for the rate limit.
+    last_rebuild: Mutex<Option<(Instant, Duration)>>,
+    /// A retired index directory could not be deleted yet; the next checkpoint tries again.
+    stale_left: AtomicBool,
+    rebuilds: AtomicU64,
     /// Shared by writers from log submission until sled has the change; exclusive for a
     /// checkpoint's rotation, which thereby sees every logged record applied.
     gate: RwLock<()>,
@@ -110,14 +133,22 @@ impl Inner {
         durability: Durability,
         index: Index,
         wal: Option<Wal>,
+        on_disk: Option<(PathBuf, Generation)>,
         tasks: HashMap<String, Arc<Slot>>,
     ) -> Inner {
         let checkpointed = wal.as_ref().map_or(0, Wal::submitted);
+        let (data_dir, generation) = on_disk.unzip();
         Inner {
             retention,
             durability,
-            index,
+            index: RwLock::new(Arc::new(index)),
             wal,
+            data_dir,
+            generation: Mutex::new(generation),
+            removed_since_rebuild: AtomicU64::new(0),
+            last_rebuild: Mutex::new(None),
+            stale_left: AtomicBool::new(false),
+            rebuilds: AtomicU64::new(0),
             gate: RwLock::new(()),
             checkpointing: Mutex::new(()),
             tasks: RwLock::new(tasks),
@@ -128,6 +159,11 @@ impl Inner {
             wake: Mutex::new(None),
             wake_cond: Condvar::new(),
         }
+    }
+
+    /// The index in use now.
+    pub(crate) fn index(&self) -> Arc<Index> {
+        Arc::clone(&lock_read(&self.index))
     }
 
     fn slot(&self, task_id: &str) -> Option<Arc<Slot>> {
@@ -345,7 +381,7 @@ impl Inner {
                 Some(wal) => wal.submit(bytes, wait).map_err(StoreError::Wal),
                 None => Ok(()),
             }
-            .and_then(|()| apply(&self.index));
+            .and_then(|()| apply(&self.index()));
             if result.is_err() {
                 self.failed.store(true, Ordering::Release);
             }
@@ -421,7 +457,7 @@ impl Inner {
         if n == 1 {
             return Ok(cached.pop());
         }
-        match self.index.event(task_id, seq)? {
+        match self.index().event(task_id, seq)? {
             None => Ok(None),
             Some(raw) => stored_event(&raw, task_id, seq).map(Some),
         }
@@ -449,7 +485,11 @@ impl Inner {
         }
         let mut expected = from;
         let mut n = 0;
-        for raw in self.index.events(task_id, from, retained.next()).take(max) {
+        for raw in self
+            .index()
+            .events(task_id, from, retained.next())
+            .take(max)
+        {
             let ev = stored_event(&raw?, task_id, expected);
             match ev {
                 Ok(ev) => out.push(ev),
@@ -515,11 +555,12 @@ impl Inner {
             self.write(&buf, false, |index| index.apply(&rec, &buf))?;
             lock(&slot.state).removed = true;
             lock_write(&self.tasks).remove(id);
+            self.removed_since_rebuild.fetch_add(1, Ordering::Relaxed);
             return Ok(Swept::Removed);
         }
         // Retention by age: events are in time order, so drop from the front.
         let mut floor = earliest;
-        for raw in self.index.events(id, earliest, next) {
+        for raw in self.index().events(id, earliest, next) {
             let raw = raw?;
             let (rec, _) = record::decode(&raw).map_err(StoreError::Record)?;
             let Some(ev) = rec.event() else { break };
@@ -579,8 +620,24 @@ impl Inner {
         Ok(())
     }
 
-    /// Rotates the log, flushes sled to the device, then deletes the log before the rotation.
+    /// Rotates the log, flushes sled to the device, then deletes the log before the rotation;
+    /// then rebuilds the index if tasks were removed and the rate limit allows.
     pub(crate) fn checkpoint(&self) -> Result<(), StoreError> {
+        self.checkpoint_then(Rebuild::IfDue)
+    }
+
+    /// The last checkpoint, on close: rebuilds the index whenever tasks were removed since the
+    /// last rebuild, so that a clean stop leaves no removed payload on disk.
+    pub(crate) fn close(&self) -> Result<(), StoreError> {
+        self.checkpoint_then(Rebuild::IfRemoved)
+    }
+
+    /// A checkpoint followed by an index rebuild, whatever the rate limit says.
+    pub(crate) fn rebuild_index(&self) -> Result<(), StoreError> {
+        self.checkpoint_then(Rebuild::Now)
+    }
+
+    fn checkpoint_then(&self, rebuild: Rebuild) -> Result<(), StoreError> {
         let Some(wal) = &self.wal else {
             return Ok(());
         };
@@ -591,14 +648,202 @@ impl Inner {
                 return Err(StoreError::Failed);
             }
             let lsn = wal.rotate()?;
-            self.index.set_checkpoint(lsn)?;
+            self.index().set_checkpoint(lsn)?;
             lsn
         };
-        self.index.flush(self.durability != Durability::None)?;
+        self.index().flush(self.durability != Durability::None)?;
         wal.delete_before(lsn)?;
         self.checkpointed.store(lsn, Ordering::Relaxed);
         self.checkpoints.fetch_add(1, Ordering::Relaxed);
+        if self.stale_left.swap(false, Ordering::Relaxed) {
+            self.delete_stale_dirs();
+        }
+        if self.rebuild_wanted(rebuild) {
+            self.rebuild(wal, lsn)?;
+        }
         Ok(())
+    }
+
+    /// Whether to rebuild the index now.
+    fn rebuild_wanted(&self, rebuild: Rebuild) -> bool {
+        if self.data_dir.is_none() {
+            return false;
+        }
+        let removed = self.removed_since_rebuild.load(Ordering::Relaxed) > 0;
+        match rebuild {
+            Rebuild::Now => true,
+            Rebuild::IfRemoved => removed,
+            Rebuild::IfDue => {
+                removed
+                    && lock(&self.last_rebuild).is_none_or(|(end, took)| {
+                        end.elapsed() >= REBUILD_EVERY.max(took * REBUILD_SPACING)
+                    })
+            }
+        }
+    }
+
+    /// Rebuilds the index into a fresh sled directory holding only live data, so that what
+    /// retention removed is gone from every file of the data dir. The caller holds
+    /// `checkpointing` and has just checkpointed at `lsn`: the current index is durable up to
+    /// there and the log holds everything after it.
+    ///
+    /// 1. Copy the current index into `index.<n+1>/` while writers go on applying to the
+    ///    current one (and logging).
+    /// 2. Under the exclusive gate: rotate the log at `end`, replay the records logged since
+    ///    `lsn` into the new index, record `end` as its checkpoint, and make it the index in
+    ///    use. Writers wait only for this replay.
+    /// 3. Flush the new index to the device, switch `INDEX` to it (the commit point), delete
+    ///    the log before `end`, then the old directory.
+    ///
+    /// A crash before the switch restarts from the old index and the whole log since `lsn`
+    /// (still there: nothing before `end` is deleted until after the switch); a crash after it
+    /// restarts from the new index, durable up to `end`. Either way the other directory is
+    /// deleted at open.
+    fn rebuild(&self, wal: &Wal, lsn: u64) -> Result<(), StoreError> {
+        let (Some(data_dir), Some(current)) = (&self.data_dir, lock(&self.generation).clone())
+        else {
+            return Ok(());
+        };
+        let started = Instant::now();
+        let removed = self.removed_since_rebuild.swap(0, Ordering::Relaxed);
+        let next = current.next(data_dir);
+        let result = self.rebuild_into(wal, lsn, data_dir, &next);
+        let took = started.elapsed();
+        *lock(&self.last_rebuild) = Some((Instant::now(), took));
+        match result {
+            Ok(done) => {
+                self.rebuilds.fetch_add(1, Ordering::Relaxed);
+                *lock(&self.generation) = Some(next);
+                crate::log::log!(
+                    Info,
+                    "index rebuilt without {removed} removed task(s): {} events copied, {} records \
+                     replayed, {} ms in all, writers held {} ms",
+                    done.copied,
+                    done.replayed,
+                    took.as_millis(),
+                    done.blocked.as_millis()
+                );
+                self.retire(done.old);
+                Ok(())
+            }
+            Err(e) => {
+                // The removed tasks are still in the old index: the next rebuild is for them.
+                self.removed_since_rebuild
+                    .fetch_add(removed, Ordering::Relaxed);
+                crate::log::log!(Warn, "index rebuild failed: {e}");
+                if !self.failed.load(Ordering::Acquire) {
+                    // Not switched: the new directory is garbage, for now or for the next open.
+                    let _ = std::fs::remove_dir_all(&next.dir);
+                }
+                Err(e)
+            }
+        }
+    }
+
+    fn rebuild_into(
+        &self,
+        wal: &Wal,
+        lsn: u64,
+        data_dir: &Path,
+        next: &Generation,
+    ) -> Result<Rebuilt, StoreError> {
+        let sync = self.durability != Durability::None;
+        // Left by an earlier attempt that failed.
+        if next.dir.exists() {
+            std::fs::remove_dir_all(&next.dir).map_err(StoreError::io("deleting", &next.dir))?;
+        }
+        super::fsutil::create_private_dir(&next.dir)
+            .map_err(StoreError::io("creating", &next.dir))?;
+        if sync {
+            super::fsutil::sync_dir(data_dir).map_err(StoreError::io("fsync of", data_dir))?;
+        }
+        let new = Arc::new(Index::open(Some(&next.dir))?);
+        let old = self.index();
+        let copied = new.copy_from(&old)?;
+        let (end, replayed, blocked) = {
+            let _gate = lock_write(&self.gate);
+            let held = Instant::now();
+            if self.failed.load(Ordering::Acquire) {
+                return Err(StoreError::Failed);
+            }
+            let end = wal.rotate()?;
+            let replayed =
+                wal::read_range(wal.dir(), lsn, end, StoreError::Corrupt, |rec, raw| {
+                    new.replay(rec, raw)
+                })?;
+            new.set_checkpoint(end)?;
+            *lock_write(&self.index) = Arc::clone(&new);
+            (end, replayed, held.elapsed())
+        };
+        // The new index takes every write from here on, but a restart still opens the old one
+        // (and replays the log since `lsn`) until the switch; a failure now leaves the two
+        // apart, so it stops the store rather than let a later checkpoint delete that log.
+        let switched = new
+            .flush(sync)
+            .and_then(|()| layout::switch(data_dir, next, sync));
+        if let Err(e) = switched {
+            self.failed.store(true, Ordering::Release);
+            return Err(e);
+        }
+        wal.delete_before(end)?;
+        self.checkpointed.store(end, Ordering::Relaxed);
+        Ok(Rebuilt {
+            old,
+            copied,
+            replayed,
+            blocked,
+        })
+    }
+
+    /// Deletes the directory of a replaced index once nothing uses it: readers that took it
+    /// before the switch finish their read, then sled's own threads let go of its file.
+    fn retire(&self, old: Arc<Index>) {
+        let Some(dir) = old.dir().map(Path::to_owned) else {
+            return;
+        };
+        let deadline = Instant::now() + RETIRE_WAIT;
+        let mut old = old;
+        loop {
+            match Arc::try_unwrap(old) {
+                Ok(index) => {
+                    drop(index);
+                    break;
+                }
+                Err(still_shared) if Instant::now() < deadline => {
+                    old = still_shared;
+                    std::thread::sleep(Duration::from_millis(1));
+                }
+                Err(_) => {
+                    self.stale_left.store(true, Ordering::Relaxed);
+                    return;
+                }
+            }
+        }
+        if !delete_released(&dir, deadline) {
+            self.stale_left.store(true, Ordering::Relaxed);
+        } else if self.durability != Durability::None {
+            if let Some(data_dir) = &self.data_dir {
+                // Best effort: a lost deletion is redone at open.
+                let _ = super::fsutil::sync_dir(data_dir);
+            }
+        }
+    }
+
+    /// Deletes the index directories that are not in use and that sled has let go of.
+    fn delete_stale_dirs(&self) {
+        let (Some(data_dir), Some(current)) = (&self.data_dir, lock(&self.generation).clone())
+        else {
+            return;
+        };
+        let Ok(stale) = layout::stale_dirs(data_dir, &current) else {
+            self.stale_left.store(true, Ordering::Relaxed);
+            return;
+        };
+        for dir in stale {
+            if !delete_released(&dir, Instant::now()) {
+                self.stale_left.store(true, Ordering::Relaxed);
+            }
+        }
     }
 
     /// The checkpoint thread's loop: checkpoints every [`CHECKPOINT_EVERY`] when the log grew,
@@ -625,7 +870,7 @@ impl Inner {
                 .wal
                 .as_ref()
                 .is_some_and(|w| w.submitted() > self.checkpointed.load(Ordering::Relaxed));
-            if grown {
+            if grown || self.rebuild_wanted(Rebuild::IfDue) {
                 // A failed checkpoint keeps the log; the next one retries.
                 let _ = self.checkpoint();
             }
@@ -649,7 +894,51 @@ impl Inner {
         StoreStats {
             wal: self.wal.as_ref().map(Wal::stats).unwrap_or_default(),
             checkpoints: self.checkpoints.load(Ordering::Relaxed),
+            index_rebuilds: self.rebuilds.load(Ordering::Relaxed),
         }
+    }
+}
+
+/// When a checkpoint rebuilds the index.
+#[derive(Clone, Copy)]
+enum Rebuild {
+    /// When tasks were removed since the last rebuild and the rate limit allows.
+    IfDue,
+    /// When tasks were removed since the last rebuild.
+    IfRemoved,
+    /// Always.
+    Now,
+}
+
+/// What a rebuild did.
+struct Rebuilt {
+    /// The index it replaced.
+    old: Arc<Index>,
+    /// Events copied from it.
+    copied: u64,
+    /// Log records replayed into the new index.
+    replayed: u64,
+    /// How long writers waited.
+    blocked: Duration,
+}
+
+/// Deletes an index directory once sled no longer holds the lock on its file (waiting until
+/// `deadline`); returns whether it is gone.
+fn delete_released(dir: &Path, deadline: Instant) -> bool {
+    let db = dir.join("db");
+    loop {
+        let released = match std::fs::File::open(&db) {
+            Ok(file) => file.try_lock().is_ok(),
+            // No file: nothing holds it.
+            Err(_) => true,
+        };
+        if released {
+            return std::fs::remove_dir_all(dir).is_ok() || !dir.exists();
+        }
+        if Instant::now() >= deadline {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(5));
     }
 }
 

@@ -76,6 +76,19 @@ impl Index {
 
     /// Applies one log record (a blind write; see the module docs); `raw` is its encoding.
     pub(crate) fn apply(&self, rec: &Record<'_>, raw: &[u8]) -> Result<(), StoreError> {
+        self.apply_from(rec, raw, false)
+    }
+
+    /// Applies one log record replayed over a state that may be ahead of it (recovery, or an
+    /// index rebuild replaying what changed during its copy). A truncation then deletes every
+    /// event of the task below its new floor, not just those from the current floor on: the
+    /// floor stored may be a later one than the record's, and an event the replay put back
+    /// below it must still go.
+    pub(crate) fn replay(&self, rec: &Record<'_>, raw: &[u8]) -> Result<(), StoreError> {
+        self.apply_from(rec, raw, true)
+    }
+
+    fn apply_from(&self, rec: &Record<'_>, raw: &[u8], from_zero: bool) -> Result<(), StoreError> {
         match rec {
             Record::Event(event) => {
                 self.events
@@ -90,14 +103,14 @@ impl Index {
                 self.put_event(event)
             }
             Record::Truncate { task_id, before } => {
-                self.delete_events(task_id, Some(*before))?;
+                self.delete_events(task_id, Some(*before), from_zero)?;
                 self.floors
                     .insert(task_id.as_bytes(), &before.get().to_be_bytes())
                     .map_err(|e| StoreError::index("writing a floor", e))?;
                 Ok(())
             }
             Record::Remove { task_id } => {
-                self.delete_events(task_id, None)?;
+                self.delete_events(task_id, None, true)?;
                 self.floors
                     .remove(task_id.as_bytes())
                     .map_err(|e| StoreError::index("removing a floor", e))?;
@@ -117,12 +130,25 @@ impl Index {
         Ok(())
     }
 
-    /// Deletes the events of a task before `before` (all with `None`).
-    fn delete_events(&self, task_id: &str, before: Option<Seq>) -> Result<(), StoreError> {
-        // Everything below the floor is already gone: start there, so that trimming one event
-        // from a long-lived task costs the same as from a new one.
-        let from = event_key(task_id, self.floor(task_id)?);
+    /// Deletes the events of a task before `before` (all with `None`), from seq 0 with
+    /// `from_zero`, else from its floor.
+    fn delete_events(
+        &self,
+        task_id: &str,
+        before: Option<Seq>,
+        from_zero: bool,
+    ) -> Result<(), StoreError> {
+        // Everything below the floor is already gone from a state built in order: start there,
+        // so that trimming one event from a long-lived task costs the same as from a new one.
+        let start = if from_zero {
+            Seq::ZERO
+        } else {
+            self.floor(task_id)?
+        };
+        let from = event_key(task_id, start);
         let keys: Vec<sled::IVec> = match before {
+            // A floor at or past `before` leaves nothing to delete (and no range to build).
+            Some(before) if before <= start => Ok(Vec::new()),
             Some(before) => self
                 .events
                 .range(from..event_key(task_id, before))
@@ -135,6 +161,9 @@ impl Index {
                 .collect::<Result<_, _>>(),
         }
         .map_err(|e| StoreError::index("listing events of", e))?;
+        if keys.is_empty() {
+            return Ok(());
+        }
         let mut batch = sled::Batch::default();
         for key in keys {
             batch.remove(key);
@@ -208,6 +237,21 @@ impl Index {
         })
     }
 
+    /// Copies every task, floor and event of `from` into this (empty) index, in batches, and
+    /// returns how many events it copied. `from` may change meanwhile: the copy is then a mix of
+    /// its states, which the caller brings up to date by [`replay`](Self::replay)ing every record
+    /// logged since the copy began (every record is a blind write of keys it names).
+    pub(crate) fn copy_from(&self, from: &Index) -> Result<u64, StoreError> {
+        copy_tree(&from.tasks, &self.tasks)?;
+        copy_tree(&from.floors, &self.floors)?;
+        copy_tree(&from.events, &self.events)
+    }
+
+    /// sled's directory (none when temporary).
+    pub(crate) fn dir(&self) -> Option<&Path> {
+        self.files.as_ref().map(|(dir, _)| dir.as_path())
+    }
+
     /// The LSN recovery replays from.
     pub(crate) fn checkpoint(&self) -> Result<u64, StoreError> {
         match self
@@ -243,6 +287,28 @@ impl Index {
         }
         Ok(())
     }
+}
+
+/// Copies every entry of `src` into `dst` in batches; returns how many it copied.
+fn copy_tree(src: &sled::Tree, dst: &sled::Tree) -> Result<u64, StoreError> {
+    const BATCH: usize = 1024;
+    let mut batch = sled::Batch::default();
+    let mut in_batch = 0;
+    let mut copied = 0;
+    for item in src.iter() {
+        let (k, v) = item.map_err(|e| StoreError::index("reading for a rebuild", e))?;
+        batch.insert(k, v);
+        in_batch += 1;
+        copied += 1;
+        if in_batch == BATCH {
+            dst.apply_batch(std::mem::take(&mut batch))
+                .map_err(|e| StoreError::index("writing a rebuild", e))?;
+            in_batch = 0;
+        }
+    }
+    dst.apply_batch(batch)
+        .map_err(|e| StoreError::index("writing a rebuild", e))?;
+    Ok(copied)
 }
 
 fn encode(rec: &Record<'_>) -> Result<Vec<u8>, StoreError> {

@@ -17,12 +17,14 @@
 //! | --- | --- |
 //! | `wal` | the write-ahead log: segment files of core records, `fdatasync`, group commit, torn-tail recovery |
 //! | `index` | sled: the materialised state reads come from (events, task records, retention floors, the checkpoint LSN) |
-//! | `engine` | the in-memory task table, per-task append locks, retention, checkpoints |
+//! | `layout` | which index directory is in use (`INDEX`), the atomic switch to a rebuilt one, deleting stale ones |
+//! | `engine` | the in-memory task table, per-task append locks, retention, checkpoints, index rebuilds |
 //! | `recovery` | [`Store::open`]: lock, replay the log into sled, rebuild, fail the tasks that were running |
 //! | `fsutil` | owner-only files and dirs, directory fsync, the data dir lock |
 //!
 //! On disk (`DATA_DIR`, mode 0700, files 0600): `LOCK` (flock: one server per data dir),
-//! `wal/<LSN>.wal` (the log since the last checkpoint), `index/` (sled).
+//! `wal/<LSN>.wal` (the log since the last checkpoint), `index/` or `index.<n>/` (sled) and
+//! `INDEX` (which index dir is in use, once there has been a rebuild).
 //!
 //! Every change is a core log record (`taskstream_core::record`), written to the log first and
 //! then applied to sled. An append holds its task's lock across seq allocation, the log write,
@@ -31,11 +33,16 @@
 //! 64 MiB of log) rotates the log, flushes sled and `fdatasync`s its file, then deletes the log
 //! segments before the rotation. Recovery replays the log from the checkpoint into sled; every
 //! record is a blind write, so replaying what sled already has is harmless.
+//!
+//! sled keeps removed values in its file until it rewrites their segment, so after retention
+//! removed tasks a checkpoint rebuilds the index into a fresh directory and switches to it
+//! atomically (`engine::Inner::rebuild`, `layout`): removed payloads leave the disk.
 
 mod engine;
 mod error;
 mod fsutil;
 mod index;
+mod layout;
 mod recovery;
 mod wal;
 
@@ -256,6 +263,8 @@ pub struct StoreStats {
     pub wal: WalStats,
     /// Checkpoints completed (each a sled flush plus `fdatasync` of sled's file).
     pub checkpoints: u64,
+    /// Index rebuilds completed (each a fresh sled directory holding only live data).
+    pub index_rebuilds: u64,
 }
 
 /// The message of the terminal status event of a task that was running when the server
@@ -391,6 +400,18 @@ impl Store {
         self.inner.checkpoint()
     }
 
+    /// Checkpoints, then rebuilds the index into a fresh directory that holds only what is
+    /// retained, and deletes the old one. Checkpoints do this by themselves after retention
+    /// removed tasks (at most every 10 s, and at most a tenth of the time); this is for tests
+    /// and tools. Does nothing in memory.
+    ///
+    /// # Errors
+    /// [`StoreError`] if the checkpoint or the rebuild fails. A failure before the new index is
+    /// switched to leaves the old one in use; one after it stops the store (fail-stop).
+    pub fn rebuild_index(&self) -> Result<(), StoreError> {
+        self.inner.rebuild_index()
+    }
+
     /// What [`open`](Self::open) recovered.
     pub fn recovery(&self) -> &RecoveryReport {
         &self.report
@@ -409,8 +430,8 @@ impl Drop for Store {
             // A panicked checkpointer has nothing left to clean up.
             let _ = thread.join();
         }
-        // A clean close leaves sled flushed and the log short; a failure here only means the
-        // next open replays more.
-        let _ = self.inner.checkpoint();
+        // A clean close leaves sled flushed, the log short and no removed task in the index;
+        // a failure here only means the next open replays (or rebuilds) more.
+        let _ = self.inner.close();
     }
 }

@@ -10,6 +10,7 @@ use taskstream_core::{Millis, Seq};
 use super::engine::{Inner, Slot, SlotState};
 use super::fsutil::{self, LockError};
 use super::index::Index;
+use super::layout;
 use super::wal::{self, Recovered, Wal};
 use super::{
     Durability, RecoveryReport, Store, StoreConfig, StoreError, TaskRecord, TaskStatus,
@@ -17,8 +18,8 @@ use super::{
 };
 
 pub(crate) fn open(config: StoreConfig, now: Millis) -> Result<Store, StoreError> {
-    let (index, wal, lock, recovered) = match &config.data_dir {
-        None => (Index::open(None)?, None, None, Recovered::default()),
+    let (index, wal, on_disk, lock, recovered) = match &config.data_dir {
+        None => (Index::open(None)?, None, None, None, Recovered::default()),
         Some(dir) => {
             fsutil::create_private_dir(dir).map_err(StoreError::io("creating", dir))?;
             let lock = match fsutil::lock_file(&dir.join("LOCK")) {
@@ -28,18 +29,25 @@ pub(crate) fn open(config: StoreConfig, now: Millis) -> Result<Store, StoreError
                     return Err(StoreError::io("locking", &dir.join("LOCK"))(e));
                 }
             };
-            let index_dir = dir.join("index");
+            let sync = config.durability != Durability::None;
+            let generation = layout::open(dir, sync)?;
             let wal_dir = dir.join("wal");
-            for d in [&index_dir, &wal_dir] {
+            for d in [&generation.dir, &wal_dir] {
                 fsutil::create_private_dir(d).map_err(StoreError::io("creating", d))?;
             }
-            let index = Index::open(Some(&index_dir))?;
-            let sync = config.durability != Durability::None;
+            let index = Index::open(Some(&generation.dir))?;
             let checkpoint = index.checkpoint()?;
-            let recovered =
-                wal::recover(&wal_dir, checkpoint, sync, |rec, raw| index.apply(rec, raw))?;
+            let recovered = wal::recover(&wal_dir, checkpoint, sync, |rec, raw| {
+                index.replay(rec, raw)
+            })?;
             let wal = Wal::open(&wal_dir, config.durability, recovered.end)?;
-            (index, Some(wal), Some(lock), recovered)
+            (
+                index,
+                Some(wal),
+                Some((dir.clone(), generation)),
+                Some(lock),
+                recovered,
+            )
         }
     };
     let tasks = load_tasks(&index)?;
@@ -61,6 +69,7 @@ pub(crate) fn open(config: StoreConfig, now: Millis) -> Result<Store, StoreError
         config.durability,
         index,
         wal,
+        on_disk,
         tasks,
     ));
     inner.enforce_count_limits()?;

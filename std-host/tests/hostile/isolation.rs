@@ -380,26 +380,27 @@ fn retention_deletes_events_from_the_data_dir() {
         assert!(std::time::Instant::now() < end, "not removed");
         std::thread::sleep(std::time::Duration::from_millis(50));
     }
-    // …and, after a clean shutdown (a checkpoint), from the disk.
+    // …and, while the server keeps running, from every file of the data dir: the write-ahead
+    // log (a checkpoint deletes its segments) and the index (rebuilt without the task at the
+    // next checkpoint, every 5 s).
+    let end = std::time::Instant::now() + DEADLINE;
+    loop {
+        let left = files_containing(dir.path(), mark);
+        if left.is_empty() {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < end,
+            "payload still on disk after {DEADLINE:?}: {left:?}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    // The rebuild says what it did, without payloads.
+    s.wait_stderr("index rebuilt without 1 removed task(s)");
+    // A clean shutdown (a last checkpoint) writes nothing of it back.
     assert_eq!(s.shutdown().code(), Some(0));
     let left = files_containing(dir.path(), mark);
-    // The write-ahead log no longer holds it: the checkpoint deleted the segments.
-    assert!(
-        left.iter().all(|p| !p.starts_with(dir.path().join("wal"))),
-        "payload left in the log: {left:?}"
-    );
-    // FIXME(store): sled 0.34 is log-structured: a removed key's old value stays in its
-    // segment of `index/db` until sled rewrites that segment, which it does only once the
-    // segment is mostly garbage, so today the payload is still on disk after removal. The
-    // store must make removal reach the disk, e.g. by rebuilding the index after a sweep that
-    // removed tasks (export the live trees into a fresh sled, fsync, rename over `index/`,
-    // delete the old one). This asserts today's behaviour; once fixed, require `left` to be
-    // empty.
-    assert_eq!(
-        left,
-        [dir.path().join("index").join("db")],
-        "FIXME fixed? require none"
-    );
+    assert_eq!(left, Vec::<PathBuf>::new(), "payload left on disk");
     let mut s = legacy_on(dir.path(), "local", &[]);
     let e = s.err("tasks/get", json!({"taskId": task}));
     assert_eq!(e["data"]["reason"], json!("unknown_task"));
