@@ -63,6 +63,7 @@ fn open(dir: &Path, mode: Durability) -> Store {
             data_dir: Some(dir.to_owned()),
             durability: mode,
             retention: RetentionPolicy::DEFAULT,
+            max_store_bytes: taskstream::store::DEFAULT_MAX_STORE_BYTES,
         },
         NOW,
     )

@@ -21,6 +21,7 @@ fn config(dir: Option<&Path>, durability: Durability, retention: RetentionPolicy
         data_dir: dir.map(Path::to_owned),
         durability,
         retention,
+        max_store_bytes: taskstream::store::DEFAULT_MAX_STORE_BYTES,
     }
 }
 
@@ -919,4 +920,141 @@ fn appends_and_reads_during_rebuilds_lose_nothing_and_see_no_gap() {
         files_containing(dir.path(), REMOVED_MARK),
         Vec::<std::path::PathBuf>::new()
     );
+}
+
+// ---------------------------------------------------------------------------------------------
+// The store-wide budget
+
+#[test]
+fn the_store_budget_refuses_events_and_tasks_beyond_it_and_retention_frees_it() {
+    const LIMIT: u64 = 2_200;
+    let dir = tempfile::tempdir().unwrap();
+    let policy = RetentionPolicy {
+        terminal_retention: Millis(1_000),
+        max_events: 10,
+        ..RetentionPolicy::DEFAULT
+    };
+    let open_limited = |now: Millis| {
+        let mut c = config(Some(dir.path()), Durability::Group, policy);
+        c.max_store_bytes = LIMIT;
+        Store::open(c, now).unwrap()
+    };
+    let status_bytes = (STATUS_EVENT_TYPE.len() + r#"{"status":"working"}"#.len()) as u64;
+    let big = format!(r#"{{"data":"{}"}}"#, "x".repeat(181)).into_bytes();
+    let big_bytes = (TICK.len() + big.len()) as u64;
+    assert_eq!(big_bytes, 211);
+    let store = open_limited(Millis(0));
+    // "a" may keep 10 events. Its 10th big event pushes the status event out (10 big events:
+    // 2 110 bytes); from then on each pushes out one as big as itself, so it always fits.
+    store
+        .create_task(record("a", Millis(0)), Millis(0))
+        .unwrap();
+    for _ in 0..20 {
+        store.append("a", TICK, &big, Millis(0)).unwrap();
+    }
+    assert_eq!(store.stored_bytes(), 10 * big_bytes);
+    // "b" fits its status event, but not one big event.
+    store
+        .create_task(record("b", Millis(0)), Millis(0))
+        .unwrap();
+    assert_eq!(store.stored_bytes(), 10 * big_bytes + status_bytes);
+    let refused = store.append("b", TICK, &big, Millis(0));
+    assert!(
+        matches!(refused, Err(AppendError::StoreFull { limit: LIMIT, stored }) if stored == 10 * big_bytes + status_bytes),
+        "{refused:?}"
+    );
+    // Small events fill the rest; then a new task is refused too.
+    while store.append("b", TICK, b"{}", Millis(0)).is_ok() {}
+    let stored = store.stored_bytes();
+    assert!(
+        stored <= LIMIT && stored + (TICK.len() as u64 + 2) > LIMIT,
+        "{stored}"
+    );
+    assert!(matches!(
+        store.create_task(record("c", Millis(0)), Millis(0)),
+        Err(AppendError::StoreFull { .. })
+    ));
+    assert!(store.task("c").is_none());
+    // A task can always end, even beyond the budget.
+    store
+        .finish("b", TaskStatus::Completed, None, None, None, Millis(10))
+        .unwrap();
+    assert!(store.stored_bytes() > LIMIT);
+    // What is counted is what is retained, and a restart (which fails "a", pushing out its
+    // oldest event) counts it again.
+    let retained = |store: &Store| -> u64 {
+        ["a", "b"]
+            .iter()
+            .flat_map(|t| all_events(store, t, 100))
+            .map(|e| (e.event_type.len() + e.payload.len()) as u64)
+            .sum()
+    };
+    assert_eq!(store.stored_bytes(), retained(&store));
+    drop(store);
+    let store = open_limited(Millis(20));
+    assert_eq!(store.stored_bytes(), retained(&store));
+    // Terminal retention removes "a" and "b" and gives their bytes back.
+    assert_eq!(store.sweep(Millis(5_000)), 2);
+    assert_eq!(store.stored_bytes(), 0);
+    store
+        .create_task(record("c", Millis(5_000)), Millis(5_000))
+        .unwrap();
+    store.append("c", TICK, &big, Millis(5_000)).unwrap();
+    assert_eq!(store.stored_bytes(), status_bytes + big_bytes);
+}
+
+/// How long an index rebuild of 100 000 retained events takes and how long appends wait
+/// meanwhile (printed; run with `cargo test --release -p taskstream --test store_recovery
+/// -- --ignored --nocapture rebuild_timing`).
+#[test]
+#[ignore = "a measurement, not a check"]
+fn rebuild_timing() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Arc::new(open_at(dir.path(), rebuild_policy(), Millis(0)));
+    let payload = format!(r#"{{"i":0,"data":"{}"}}"#, "x".repeat(100)).into_bytes();
+    for t in 0..100 {
+        let id = format!("t{t}");
+        store
+            .create_task(record(&id, Millis(0)), Millis(0))
+            .unwrap();
+        for _ in 0..1_000 {
+            store.append(&id, TICK, &payload, Millis(0)).unwrap();
+        }
+    }
+    store.checkpoint().unwrap();
+    for round in 0..3 {
+        let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let writers: Vec<_> = (0..4)
+            .map(|w| {
+                let (store, stop, payload) =
+                    (Arc::clone(&store), Arc::clone(&stop), payload.clone());
+                std::thread::spawn(move || {
+                    let id = format!("w{round}-{w}");
+                    store
+                        .create_task(record(&id, Millis(0)), Millis(0))
+                        .unwrap();
+                    let (mut n, mut worst) = (0u64, std::time::Duration::ZERO);
+                    while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                        let t = std::time::Instant::now();
+                        store.append(&id, TICK, &payload, Millis(0)).unwrap();
+                        worst = worst.max(t.elapsed());
+                        n += 1;
+                    }
+                    (n, worst)
+                })
+            })
+            .collect();
+        let t = std::time::Instant::now();
+        store.rebuild_index().unwrap();
+        let took = t.elapsed();
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        let results: Vec<(u64, std::time::Duration)> =
+            writers.into_iter().map(|w| w.join().unwrap()).collect();
+        let appended: u64 = results.iter().map(|r| r.0).sum();
+        let worst = results.iter().map(|r| r.1).max().unwrap();
+        println!(
+            "rebuild {round}: {took:?} in all; 4 writers appended {appended} events meanwhile, \
+             the slowest append took {worst:?}"
+        );
+    }
 }

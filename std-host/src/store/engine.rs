@@ -11,7 +11,7 @@
 //! checkpoint rotates the log), then short-lived locks (a task's `state`, the task table, the
 //! log's queue). A checkpoint takes only the gate, so it can never wait on itself.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, RwLock};
@@ -68,6 +68,22 @@ pub(crate) struct SlotState {
     pub(crate) removed: bool,
     /// The newest events, while the task runs.
     pub(crate) cache: Option<Box<Cache>>,
+    /// The size (type plus payload bytes) of each retained event, oldest first: the event
+    /// `earliest + i` at `i`. What the store-wide budget counts, and frees on truncation.
+    pub(crate) sizes: VecDeque<u32>,
+    /// The sum of `sizes`.
+    pub(crate) bytes: u64,
+}
+
+impl SlotState {
+    /// Forgets the sizes of the events before `floor`; returns the bytes they took.
+    fn drop_sizes_before(&mut self, floor: Seq) -> u64 {
+        let n = usize::try_from(floor.distance_from(self.earliest)).unwrap_or(usize::MAX);
+        let n = n.min(self.sizes.len());
+        let freed: u64 = self.sizes.drain(..n).map(u64::from).sum();
+        self.bytes = self.bytes.saturating_sub(freed);
+        freed
+    }
 }
 
 impl Slot {
@@ -95,6 +111,11 @@ enum Op {
 pub(crate) struct Inner {
     pub(crate) retention: RetentionPolicy,
     pub(crate) durability: Durability,
+    /// The most bytes (types plus payloads) of retained events across all tasks.
+    max_store_bytes: u64,
+    /// The bytes (types plus payloads) of every retained event, plus those of appends under
+    /// way (reserved before they are logged).
+    stored_bytes: AtomicU64,
     /// The index in use. A rebuild replaces it (under the exclusive gate); a reader or writer
     /// takes the `Arc` it finds and keeps it for one operation.
     index: RwLock<Arc<Index>>,
@@ -131,6 +152,7 @@ impl Inner {
     pub(crate) fn new(
         retention: RetentionPolicy,
         durability: Durability,
+        max_store_bytes: u64,
         index: Index,
         wal: Option<Wal>,
         on_disk: Option<(PathBuf, Generation)>,
@@ -138,9 +160,12 @@ impl Inner {
     ) -> Inner {
         let checkpointed = wal.as_ref().map_or(0, Wal::submitted);
         let (data_dir, generation) = on_disk.unzip();
+        let stored: u64 = tasks.values().map(|slot| lock(&slot.state).bytes).sum();
         Inner {
             retention,
             durability,
+            max_store_bytes,
+            stored_bytes: AtomicU64::new(stored),
             index: RwLock::new(Arc::new(index)),
             wal,
             data_dir,
@@ -179,6 +204,8 @@ impl Inner {
             visible: false,
             removed: false,
             cache: None,
+            sizes: VecDeque::new(),
+            bytes: 0,
         });
         {
             let mut tasks = lock_write(&self.tasks);
@@ -264,9 +291,11 @@ impl Inner {
             return Err(AppendError::Storage(StoreError::Failed));
         }
 
+        let size = (event_type.len() + compact.len()) as u64;
+        let finishing = matches!(op, Op::Finish { .. });
         let slot = self.slot(task_id).ok_or(AppendError::UnknownTask)?;
         let _append = lock(&slot.append);
-        let (seq, earliest, new_record) = {
+        let (seq, earliest, new_record, sizes_front) = {
             let st = lock(&slot.state);
             // Only a creation may (and must) find the task not yet visible.
             let must_be_visible = !matches!(op, Op::Create);
@@ -293,7 +322,9 @@ impl Inner {
                     ..st.record.clone()
                 }),
             };
-            (st.next, st.earliest, new_record)
+            // The sizes of the oldest events, which the count limit may push out below.
+            let front: Vec<u32> = st.sizes.iter().take(2).copied().collect();
+            (st.next, st.earliest, new_record, front)
         };
         let next = seq
             .next()
@@ -327,6 +358,15 @@ impl Inner {
             task_id,
             before: floor,
         });
+        // One append pushes out at most the one or two events beyond the count limit.
+        let pushed_out = usize::try_from(floor.distance_from(earliest)).unwrap_or(usize::MAX);
+        let freed: u64 = sizes_front
+            .iter()
+            .take(pushed_out)
+            .copied()
+            .map(u64::from)
+            .sum();
+        self.reserve(size, freed, finishing)?;
 
         let mut buf = Vec::with_capacity(compact.len() + 128);
         encode_into(&rec, &mut buf).map_err(AppendError::Storage)?;
@@ -341,10 +381,20 @@ impl Inner {
             }
             Ok(())
         })
-        .map_err(AppendError::Storage)?;
+        .map_err(|e| {
+            self.release(size, freed);
+            AppendError::Storage(e)
+        })?;
 
         {
             let mut st = lock(&slot.state);
+            st.sizes.push_back(u32::try_from(size).unwrap_or(u32::MAX));
+            st.bytes += size;
+            let dropped = st.drop_sizes_before(floor);
+            // `freed` looked at the two oldest sizes only; one append pushes out one event.
+            if dropped > freed {
+                self.free(dropped - freed);
+            }
             st.next = next;
             st.earliest = floor;
             st.visible = true;
@@ -362,6 +412,45 @@ impl Inner {
         }
         self.changes.notify();
         Ok(seq)
+    }
+
+    /// Takes `size` bytes of the store-wide budget for an event whose append frees `freed`
+    /// (events the count limit pushes out). A task's creation is refused once the budget is
+    /// spent, an event too when it would overspend it; a task's end never is (it is small, and
+    /// a task must be able to end), nor is an append that frees at least what it takes.
+    fn reserve(&self, size: u64, freed: u64, finishing: bool) -> Result<(), AppendError> {
+        let limit = self.max_store_bytes;
+        let always = finishing || size <= freed;
+        let updated = self
+            .stored_bytes
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |cur| {
+                let new = cur.saturating_sub(freed).saturating_add(size);
+                (always || new <= limit).then_some(new)
+            });
+        match updated {
+            Ok(_) => Ok(()),
+            Err(stored) => Err(AppendError::StoreFull { stored, limit }),
+        }
+    }
+
+    /// Gives back what [`reserve`](Self::reserve) took, for an append that failed.
+    fn release(&self, size: u64, freed: u64) {
+        // Both directions saturate, so a failed append cannot wrap the counter.
+        let _ = self
+            .stored_bytes
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |cur| {
+                Some(cur.saturating_add(freed).saturating_sub(size))
+            });
+    }
+
+    /// Returns `bytes` to the budget (events truncated or removed).
+    fn free(&self, bytes: u64) {
+        self.release(bytes, 0);
+    }
+
+    /// The bytes of retained events now counted against the budget.
+    pub(crate) fn stored_bytes(&self) -> u64 {
+        self.stored_bytes.load(Ordering::Acquire)
     }
 
     /// Logs `bytes` (durably with `wait`) and applies the change to sled, inside the gate. A
@@ -553,7 +642,13 @@ impl Inner {
             let mut buf = Vec::new();
             encode_into(&rec, &mut buf)?;
             self.write(&buf, false, |index| index.apply(&rec, &buf))?;
-            lock(&slot.state).removed = true;
+            let freed = {
+                let mut st = lock(&slot.state);
+                st.removed = true;
+                st.sizes = VecDeque::new();
+                std::mem::take(&mut st.bytes)
+            };
+            self.free(freed);
             lock_write(&self.tasks).remove(id);
             self.removed_since_rebuild.fetch_add(1, Ordering::Relaxed);
             return Ok(Swept::Removed);
@@ -592,10 +687,13 @@ impl Inner {
         // Not waited for: a lost truncation is redone by the next sweep or open.
         self.write(&buf, false, |index| index.apply(&rec, &buf))?;
         let mut st = lock(&slot.state);
+        let freed = st.drop_sizes_before(floor);
         st.earliest = floor;
         if let Some(cache) = &mut st.cache {
             cache.evict_before(floor);
         }
+        drop(st);
+        self.free(freed);
         Ok(Swept::Truncated)
     }
 

@@ -82,7 +82,14 @@ pub struct StoreConfig {
     pub durability: Durability,
     /// What is retained.
     pub retention: RetentionPolicy,
+    /// The most bytes (event types plus compact payloads) of retained events across all tasks;
+    /// beyond it new events and new tasks are refused ([`AppendError::StoreFull`]) until
+    /// retention frees some. [`DEFAULT_MAX_STORE_BYTES`] unless told otherwise.
+    pub max_store_bytes: u64,
 }
+
+/// The default of [`StoreConfig::max_store_bytes`] (`--max-store-bytes`): 1 GiB.
+pub const DEFAULT_MAX_STORE_BYTES: u64 = 1 << 30;
 
 /// The status of a task (SEP-1686 / SEP-2663 share these names).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -189,6 +196,14 @@ pub enum AppendError {
         size: usize,
         /// The limit.
         limit: u32,
+    },
+    /// The retained events of all tasks already take the store-wide budget
+    /// ([`StoreConfig::max_store_bytes`]); the event (or the new task) was not stored.
+    StoreFull {
+        /// The bytes counted when it was refused.
+        stored: u64,
+        /// The budget.
+        limit: u64,
     },
     /// Storage failed; the event was not appended.
     Storage(StoreError),
@@ -415,6 +430,12 @@ impl Store {
     /// What [`open`](Self::open) recovered.
     pub fn recovery(&self) -> &RecoveryReport {
         &self.report
+    }
+
+    /// The bytes (event types plus compact payloads) of every retained event, as counted
+    /// against [`StoreConfig::max_store_bytes`].
+    pub fn stored_bytes(&self) -> u64 {
+        self.inner.stored_bytes()
     }
 
     /// Counters of what storage did so far.

@@ -2,10 +2,10 @@
 //! settle what the previous process left: running tasks end as `failed` with a terminal status
 //! event, retention is applied, and a checkpoint leaves a short log.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 
-use taskstream_core::{Millis, Seq};
+use taskstream_core::{record, Millis, Seq};
 
 use super::engine::{Inner, Slot, SlotState};
 use super::fsutil::{self, LockError};
@@ -67,6 +67,7 @@ pub(crate) fn open(config: StoreConfig, now: Millis) -> Result<Store, StoreError
     let inner = Arc::new(Inner::new(
         config.retention,
         config.durability,
+        config.max_store_bytes,
         index,
         wal,
         on_disk,
@@ -116,6 +117,37 @@ pub(crate) fn open(config: StoreConfig, now: Millis) -> Result<Store, StoreError
     })
 }
 
+/// The sizes (type plus payload bytes) of the events `earliest .. next` of a task, for the
+/// store-wide budget; a seq with no stored event counts 0.
+fn event_sizes(
+    index: &Index,
+    id: &str,
+    earliest: Seq,
+    next: Seq,
+) -> Result<VecDeque<u32>, StoreError> {
+    let mut sizes = VecDeque::new();
+    let mut expected = earliest;
+    for raw in index.events(id, earliest, next) {
+        let raw = raw?;
+        let (rec, _) = record::decode_written(&raw).map_err(StoreError::Record)?;
+        let Some(ev) = rec.event() else {
+            return Err(StoreError::Corrupt(format!("an event of task {id:?}")));
+        };
+        while expected < ev.seq {
+            sizes.push_back(0);
+            expected = expected.next().unwrap_or(Seq::MAX);
+        }
+        let size = ev.event_type.len() + ev.payload.len();
+        sizes.push_back(u32::try_from(size).unwrap_or(u32::MAX));
+        expected = ev.seq.next().unwrap_or(Seq::MAX);
+    }
+    while expected < next {
+        sizes.push_back(0);
+        expected = expected.next().unwrap_or(Seq::MAX);
+    }
+    Ok(sizes)
+}
+
 fn slot_is_running(slot: &Arc<Slot>) -> bool {
     let st = super::lock(&slot.state);
     !st.record.status.is_terminal()
@@ -137,6 +169,8 @@ fn load_tasks(index: &Index) -> Result<HashMap<String, Arc<Slot>>, StoreError> {
                 (first.max(floor), next)
             }
         };
+        let sizes = event_sizes(index, &id, earliest, next)?;
+        let bytes = sizes.iter().copied().map(u64::from).sum();
         tasks.insert(
             id,
             Slot::new(SlotState {
@@ -146,6 +180,8 @@ fn load_tasks(index: &Index) -> Result<HashMap<String, Arc<Slot>>, StoreError> {
                 visible: true,
                 removed: false,
                 cache: None,
+                sizes,
+                bytes,
             }),
         );
     }

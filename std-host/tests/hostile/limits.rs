@@ -413,3 +413,49 @@ fn a_reused_request_id_is_refused_while_the_first_is_open() {
     assert_eq!(n, 52);
     assert_healthy(&mut s, &[t]);
 }
+
+#[test]
+fn a_flood_of_events_beyond_the_store_budget_is_refused_cleanly() {
+    // A store-wide budget of 1 MB of retained events (types plus payloads).
+    const BUDGET: u64 = 1_000_000;
+    let budget = BUDGET.to_string();
+    let mut s = Server::legacy(&["--max-store-bytes", &budget]);
+    let kept = start_emit(&mut s, 50, 0, 1000);
+    wait_terminal(&mut s, &kept.task);
+    // Sixteen tasks try to store 32 MB between them.
+    let flood: Vec<_> = (0..16).map(|_| start_emit(&mut s, 2000, 0, 1000)).collect();
+    let mut stored = 0u64;
+    for e in &flood {
+        let result = wait_terminal(&mut s, &e.task);
+        // Each fails at the event that would overspend the budget, saying why.
+        assert_eq!(result["result"]["isError"], json!(true), "{result}");
+        let text = result["result"]["content"][0]["text"]
+            .as_str()
+            .expect("text");
+        assert!(text.contains("--max-store-bytes"), "{text}");
+        assert!(text.contains(&budget), "{text}");
+        assert_eq!(
+            s.ok("tasks/get", json!({"taskId": e.task}))["status"],
+            json!("failed")
+        );
+        // What it stored before that streams in full, and ends with its failure.
+        let (events, _) = stream_all(&mut s, json!({"taskId": e.task}));
+        assert!(events.len() < 2000, "{} events stored", events.len());
+        for (k, ev) in events.iter().enumerate() {
+            assert_eq!(ev["seq"], json!(k));
+            stored += ev["type"].as_str().expect("type").len() as u64
+                + ev["payload"].to_string().len() as u64;
+        }
+        let last = events.last().expect("events");
+        assert_eq!(last["payload"]["status"], json!("failed"));
+    }
+    // What the flood stored is within the budget (the status events that end the tasks are
+    // never refused, so they may go a little over it).
+    assert!(stored <= BUDGET + 16 * 200, "{stored} bytes stored");
+    assert!(stored > BUDGET / 2, "{stored} bytes stored");
+    let hwm = s.peak_rss_kib();
+    eprintln!("VmHWM during the store-budget flood: {hwm} KiB");
+    assert!(hwm < crate::client::RSS_BOUND_KIB, "peak {hwm} KiB");
+    // The server goes on: it answers, stays small, and the task from before is intact.
+    assert_healthy(&mut s, &[kept]);
+}
