@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 use taskstream::store::{
     AppendError, Durability, Store, StoreConfig, StoreError, StoredEvent, TaskRecord, TaskStatus,
-    RESTART_FAILURE_MESSAGE, STATUS_EVENT_TYPE,
+    RESTART_FAILURE_MESSAGE, STATUS_EVENT_TYPE, TASK_OVERHEAD_BYTES,
 };
 use taskstream_core::{Millis, RetentionPolicy, Seq};
 
@@ -735,6 +735,41 @@ fn an_index_rebuild_keeps_live_events_byte_for_byte_and_removed_ones_leave_every
 }
 
 #[test]
+fn events_dropped_by_the_count_limit_leave_the_disk_once_they_add_up() {
+    let dir = tempfile::tempdir().unwrap();
+    let small = RetentionPolicy {
+        max_events: 10,
+        ..RetentionPolicy::DEFAULT
+    };
+    let store = open_with(dir.path(), small);
+    store
+        .create_task(record("t", Millis(1)), Millis(1))
+        .unwrap();
+    for i in 0..10 {
+        store
+            .append("t", TICK, &marked("early", i), Millis(1))
+            .unwrap();
+    }
+    store.checkpoint().unwrap();
+    let mark = b"removed-early-payload";
+    assert!(!files_containing(dir.path(), mark).is_empty());
+    // 10 000 more events push those out, and 1.4 MB with them: more than 1 MiB, and more than
+    // half of what is retained, so the next checkpoint rebuilds the index.
+    let filler = format!(r#"{{"data":"{}"}}"#, "x".repeat(100)).into_bytes();
+    for _ in 0..10_000 {
+        store.append("t", TICK, &filler, Millis(1)).unwrap();
+    }
+    assert_eq!(store.task("t").unwrap().retained.earliest(), seq(10_001));
+    store.checkpoint().unwrap();
+    assert!(store.stats().index_rebuilds >= 1);
+    assert_eq!(
+        files_containing(dir.path(), mark),
+        Vec::<std::path::PathBuf>::new()
+    );
+    assert_eq!(all_events(&store, "t", 100).len(), 10);
+}
+
+#[test]
 fn an_interrupted_rebuild_recovers_whichever_side_of_the_switch_it_stopped() {
     let dir = tempfile::tempdir().unwrap();
     let saved = tempfile::tempdir().unwrap();
@@ -925,49 +960,70 @@ fn appends_and_reads_during_rebuilds_lose_nothing_and_see_no_gap() {
 // ---------------------------------------------------------------------------------------------
 // The store-wide budget
 
+/// What the budget counts for the tasks of `store`: each one's stored record plus
+/// `TASK_OVERHEAD_BYTES`, and the types and payloads of its retained events.
+fn counted(store: &Store) -> u64 {
+    store
+        .tasks()
+        .iter()
+        .map(|t| {
+            let events: u64 = all_events(store, &t.record.task_id, 100)
+                .iter()
+                .map(|e| (e.event_type.len() + e.payload.len()) as u64)
+                .sum();
+            TASK_OVERHEAD_BYTES + serde_json::to_vec(&t.record).unwrap().len() as u64 + events
+        })
+        .sum()
+}
+
 #[test]
 fn the_store_budget_refuses_events_and_tasks_beyond_it_and_retention_frees_it() {
-    const LIMIT: u64 = 2_200;
     let dir = tempfile::tempdir().unwrap();
     let policy = RetentionPolicy {
         terminal_retention: Millis(1_000),
         max_events: 10,
         ..RetentionPolicy::DEFAULT
     };
-    let open_limited = |now: Millis| {
-        let mut c = config(Some(dir.path()), Durability::Group, policy);
-        c.max_store_bytes = LIMIT;
-        Store::open(c, now).unwrap()
-    };
+    let task_bytes =
+        TASK_OVERHEAD_BYTES + serde_json::to_vec(&record("a", Millis(0))).unwrap().len() as u64;
     let status_bytes = (STATUS_EVENT_TYPE.len() + r#"{"status":"working"}"#.len()) as u64;
     let big = format!(r#"{{"data":"{}"}}"#, "x".repeat(181)).into_bytes();
     let big_bytes = (TICK.len() + big.len()) as u64;
     assert_eq!(big_bytes, 211);
+    // Room for "a" with 10 big events, "b" with its first (status) event, and 100 bytes more.
+    let limit = 2 * task_bytes + 10 * big_bytes + status_bytes + 100;
+    let open_limited = |now: Millis| {
+        let mut c = config(Some(dir.path()), Durability::Group, policy);
+        c.max_store_bytes = limit;
+        Store::open(c, now).unwrap()
+    };
     let store = open_limited(Millis(0));
-    // "a" may keep 10 events. Its 10th big event pushes the status event out (10 big events:
-    // 2 110 bytes); from then on each pushes out one as big as itself, so it always fits.
+    // "a" may keep 10 events. Its 10th big event pushes the status event out; from then on
+    // each pushes out one as big as itself, so it always fits.
     store
         .create_task(record("a", Millis(0)), Millis(0))
         .unwrap();
+    assert_eq!(store.stored_bytes(), task_bytes + status_bytes);
     for _ in 0..20 {
         store.append("a", TICK, &big, Millis(0)).unwrap();
     }
-    assert_eq!(store.stored_bytes(), 10 * big_bytes);
-    // "b" fits its status event, but not one big event.
+    assert_eq!(store.stored_bytes(), task_bytes + 10 * big_bytes);
+    // "b" fits with its status event, but not one big event.
     store
         .create_task(record("b", Millis(0)), Millis(0))
         .unwrap();
-    assert_eq!(store.stored_bytes(), 10 * big_bytes + status_bytes);
+    let full = 2 * task_bytes + 10 * big_bytes + status_bytes;
+    assert_eq!(store.stored_bytes(), full);
     let refused = store.append("b", TICK, &big, Millis(0));
     assert!(
-        matches!(refused, Err(AppendError::StoreFull { limit: LIMIT, stored }) if stored == 10 * big_bytes + status_bytes),
+        matches!(refused, Err(AppendError::StoreFull { limit: l, stored }) if l == limit && stored == full),
         "{refused:?}"
     );
     // Small events fill the rest; then a new task is refused too.
     while store.append("b", TICK, b"{}", Millis(0)).is_ok() {}
     let stored = store.stored_bytes();
     assert!(
-        stored <= LIMIT && stored + (TICK.len() as u64 + 2) > LIMIT,
+        stored <= limit && stored + (TICK.len() as u64 + 2) > limit,
         "{stored}"
     );
     assert!(matches!(
@@ -979,20 +1035,13 @@ fn the_store_budget_refuses_events_and_tasks_beyond_it_and_retention_frees_it() 
     store
         .finish("b", TaskStatus::Completed, None, None, None, Millis(10))
         .unwrap();
-    assert!(store.stored_bytes() > LIMIT);
-    // What is counted is what is retained, and a restart (which fails "a", pushing out its
-    // oldest event) counts it again.
-    let retained = |store: &Store| -> u64 {
-        ["a", "b"]
-            .iter()
-            .flat_map(|t| all_events(store, t, 100))
-            .map(|e| (e.event_type.len() + e.payload.len()) as u64)
-            .sum()
-    };
-    assert_eq!(store.stored_bytes(), retained(&store));
+    assert!(store.stored_bytes() > limit);
+    // What is counted is what is kept, and a restart (which fails "a", pushing out its oldest
+    // event) counts it again.
+    assert_eq!(store.stored_bytes(), counted(&store));
     drop(store);
     let store = open_limited(Millis(20));
-    assert_eq!(store.stored_bytes(), retained(&store));
+    assert_eq!(store.stored_bytes(), counted(&store));
     // Terminal retention removes "a" and "b" and gives their bytes back.
     assert_eq!(store.sweep(Millis(5_000)), 2);
     assert_eq!(store.stored_bytes(), 0);
@@ -1000,7 +1049,7 @@ fn the_store_budget_refuses_events_and_tasks_beyond_it_and_retention_frees_it() 
         .create_task(record("c", Millis(5_000)), Millis(5_000))
         .unwrap();
     store.append("c", TICK, &big, Millis(5_000)).unwrap();
-    assert_eq!(store.stored_bytes(), status_bytes + big_bytes);
+    assert_eq!(store.stored_bytes(), counted(&store));
 }
 
 /// How long an index rebuild of 100 000 retained events takes and how long appends wait

@@ -37,6 +37,10 @@ const REBUILD_EVERY: Duration = Duration::from_secs(10);
 /// The least time between rebuilds as a multiple of the last rebuild's duration, so that
 /// rebuilding takes at most a tenth of the checkpoint thread's time however large the index.
 const REBUILD_SPACING: u32 = 10;
+/// Bytes of events dropped by the count or age limits that make a rebuild due (when they are
+/// also at least half of what is retained, so that a rebuild copies at most twice what it
+/// clears).
+const REBUILD_MIN_DROPPED: u64 = 1 << 20;
 /// How long a rebuild waits for the old index to be let go (by readers that took it before
 /// the switch, then by sled's threads) before it leaves the directory to a later checkpoint.
 const RETIRE_WAIT: Duration = Duration::from_secs(10);
@@ -73,6 +77,9 @@ pub(crate) struct SlotState {
     pub(crate) sizes: VecDeque<u32>,
     /// The sum of `sizes`.
     pub(crate) bytes: u64,
+    /// What the budget counts for the task itself: its stored record's size plus
+    /// [`TASK_OVERHEAD_BYTES`](super::TASK_OVERHEAD_BYTES) (0 until it is created).
+    pub(crate) record_bytes: u64,
 }
 
 impl SlotState {
@@ -113,8 +120,9 @@ pub(crate) struct Inner {
     pub(crate) durability: Durability,
     /// The most bytes (types plus payloads) of retained events across all tasks.
     max_store_bytes: u64,
-    /// The bytes (types plus payloads) of every retained event, plus those of appends under
-    /// way (reserved before they are logged).
+    /// What the budget counts: the bytes (types plus payloads) of every retained event and
+    /// each task's record charge, plus those of appends under way (reserved before they are
+    /// logged).
     stored_bytes: AtomicU64,
     /// The index in use. A rebuild replaces it (under the exclusive gate); a reader or writer
     /// takes the `Arc` it finds and keeps it for one operation.
@@ -126,6 +134,8 @@ pub(crate) struct Inner {
     generation: Mutex<Option<Generation>>,
     /// Tasks removed since the index was last rebuilt: their payloads are still in its file.
     removed_since_rebuild: AtomicU64,
+    /// Bytes of events dropped by the count or age limits since the last rebuild, likewise.
+    dropped_since_rebuild: AtomicU64,
     /// When the last rebuild ended and how long it took, for the rate limit.
     last_rebuild: Mutex<Option<(Instant, Duration)>>,
     /// A retired index directory could not be deleted yet; the next checkpoint tries again.
@@ -160,7 +170,13 @@ impl Inner {
     ) -> Inner {
         let checkpointed = wal.as_ref().map_or(0, Wal::submitted);
         let (data_dir, generation) = on_disk.unzip();
-        let stored: u64 = tasks.values().map(|slot| lock(&slot.state).bytes).sum();
+        let stored: u64 = tasks
+            .values()
+            .map(|slot| {
+                let st = lock(&slot.state);
+                st.bytes + st.record_bytes
+            })
+            .sum();
         Inner {
             retention,
             durability,
@@ -171,6 +187,7 @@ impl Inner {
             data_dir,
             generation: Mutex::new(generation),
             removed_since_rebuild: AtomicU64::new(0),
+            dropped_since_rebuild: AtomicU64::new(0),
             last_rebuild: Mutex::new(None),
             stale_left: AtomicBool::new(false),
             rebuilds: AtomicU64::new(0),
@@ -206,6 +223,7 @@ impl Inner {
             cache: None,
             sizes: VecDeque::new(),
             bytes: 0,
+            record_bytes: 0,
         });
         {
             let mut tasks = lock_write(&self.tasks);
@@ -295,7 +313,7 @@ impl Inner {
         let finishing = matches!(op, Op::Finish { .. });
         let slot = self.slot(task_id).ok_or(AppendError::UnknownTask)?;
         let _append = lock(&slot.append);
-        let (seq, earliest, new_record, sizes_front) = {
+        let (seq, earliest, new_record, sizes_front, old_record_bytes) = {
             let st = lock(&slot.state);
             // Only a creation may (and must) find the task not yet visible.
             let must_be_visible = !matches!(op, Op::Create);
@@ -324,7 +342,7 @@ impl Inner {
             };
             // The sizes of the oldest events, which the count limit may push out below.
             let front: Vec<u32> = st.sizes.iter().take(2).copied().collect();
-            (st.next, st.earliest, new_record, front)
+            (st.next, st.earliest, new_record, front, st.record_bytes)
         };
         let next = seq
             .next()
@@ -360,12 +378,20 @@ impl Inner {
         });
         // One append pushes out at most the one or two events beyond the count limit.
         let pushed_out = usize::try_from(floor.distance_from(earliest)).unwrap_or(usize::MAX);
-        let freed: u64 = sizes_front
+        let events_freed: u64 = sizes_front
             .iter()
             .take(pushed_out)
             .copied()
             .map(u64::from)
             .sum();
+        // A creation or an end (re)writes the task's record, which the budget counts too.
+        let new_record_bytes = state
+            .as_ref()
+            .map(|s| super::TASK_OVERHEAD_BYTES + s.len() as u64);
+        let (size, freed) = match new_record_bytes {
+            Some(r) => (size + r, events_freed + old_record_bytes),
+            None => (size, events_freed),
+        };
         self.reserve(size, freed, finishing)?;
 
         let mut buf = Vec::with_capacity(compact.len() + 128);
@@ -388,13 +414,20 @@ impl Inner {
 
         {
             let mut st = lock(&slot.state);
-            st.sizes.push_back(u32::try_from(size).unwrap_or(u32::MAX));
-            st.bytes += size;
+            let event_size = (event_type.len() + compact.len()) as u64;
+            st.sizes
+                .push_back(u32::try_from(event_size).unwrap_or(u32::MAX));
+            st.bytes += event_size;
+            if let Some(r) = new_record_bytes {
+                st.record_bytes = r;
+            }
             let dropped = st.drop_sizes_before(floor);
             // `freed` looked at the two oldest sizes only; one append pushes out one event.
-            if dropped > freed {
-                self.free(dropped - freed);
+            if dropped > events_freed {
+                self.free(dropped - events_freed);
             }
+            self.dropped_since_rebuild
+                .fetch_add(dropped, Ordering::Relaxed);
             st.next = next;
             st.earliest = floor;
             st.visible = true;
@@ -646,7 +679,7 @@ impl Inner {
                 let mut st = lock(&slot.state);
                 st.removed = true;
                 st.sizes = VecDeque::new();
-                std::mem::take(&mut st.bytes)
+                std::mem::take(&mut st.bytes) + std::mem::take(&mut st.record_bytes)
             };
             self.free(freed);
             lock_write(&self.tasks).remove(id);
@@ -694,6 +727,8 @@ impl Inner {
         }
         drop(st);
         self.free(freed);
+        self.dropped_since_rebuild
+            .fetch_add(freed, Ordering::Relaxed);
         Ok(Swept::Truncated)
     }
 
@@ -719,15 +754,16 @@ impl Inner {
     }
 
     /// Rotates the log, flushes sled to the device, then deletes the log before the rotation;
-    /// then rebuilds the index if tasks were removed and the rate limit allows.
+    /// then rebuilds the index if tasks were removed (or enough events dropped) and the rate
+    /// limit allows.
     pub(crate) fn checkpoint(&self) -> Result<(), StoreError> {
         self.checkpoint_then(Rebuild::IfDue)
     }
 
-    /// The last checkpoint, on close: rebuilds the index whenever tasks were removed since the
-    /// last rebuild, so that a clean stop leaves no removed payload on disk.
+    /// The last checkpoint, on close: rebuilds the index whenever one is due but for the rate
+    /// limit, so that a clean stop leaves no removed task's payload on disk.
     pub(crate) fn close(&self) -> Result<(), StoreError> {
-        self.checkpoint_then(Rebuild::IfRemoved)
+        self.checkpoint_then(Rebuild::IfGarbage)
     }
 
     /// A checkpoint followed by an index rebuild, whatever the rate limit says.
@@ -767,12 +803,14 @@ impl Inner {
         if self.data_dir.is_none() {
             return false;
         }
-        let removed = self.removed_since_rebuild.load(Ordering::Relaxed) > 0;
+        let dropped = self.dropped_since_rebuild.load(Ordering::Relaxed);
+        let garbage = self.removed_since_rebuild.load(Ordering::Relaxed) > 0
+            || dropped >= REBUILD_MIN_DROPPED.max(self.stored_bytes() / 2);
         match rebuild {
             Rebuild::Now => true,
-            Rebuild::IfRemoved => removed,
+            Rebuild::IfGarbage => garbage,
             Rebuild::IfDue => {
-                removed
+                garbage
                     && lock(&self.last_rebuild).is_none_or(|(end, took)| {
                         end.elapsed() >= REBUILD_EVERY.max(took * REBUILD_SPACING)
                     })
@@ -804,6 +842,7 @@ impl Inner {
         };
         let started = Instant::now();
         let removed = self.removed_since_rebuild.swap(0, Ordering::Relaxed);
+        let dropped = self.dropped_since_rebuild.swap(0, Ordering::Relaxed);
         let next = current.next(data_dir);
         let result = self.rebuild_into(wal, lsn, data_dir, &next);
         let took = started.elapsed();
@@ -814,8 +853,8 @@ impl Inner {
                 *lock(&self.generation) = Some(next);
                 crate::log::log!(
                     Info,
-                    "index rebuilt without {removed} removed task(s): {} events copied, {} records \
-                     replayed, {} ms in all, writers held {} ms",
+                    "index rebuilt without {removed} removed task(s) and {dropped} bytes of dropped \
+                     events: {} events copied, {} records replayed, {} ms in all, writers held {} ms",
                     done.copied,
                     done.replayed,
                     took.as_millis(),
@@ -828,6 +867,8 @@ impl Inner {
                 // The removed tasks are still in the old index: the next rebuild is for them.
                 self.removed_since_rebuild
                     .fetch_add(removed, Ordering::Relaxed);
+                self.dropped_since_rebuild
+                    .fetch_add(dropped, Ordering::Relaxed);
                 crate::log::log!(Warn, "index rebuild failed: {e}");
                 if !self.failed.load(Ordering::Acquire) {
                     // Not switched: the new directory is garbage, for now or for the next open.
@@ -1000,10 +1041,11 @@ impl Inner {
 /// When a checkpoint rebuilds the index.
 #[derive(Clone, Copy)]
 enum Rebuild {
-    /// When tasks were removed since the last rebuild and the rate limit allows.
+    /// When tasks were removed (or enough events dropped) since the last rebuild, and the rate
+    /// limit allows.
     IfDue,
-    /// When tasks were removed since the last rebuild.
-    IfRemoved,
+    /// When tasks were removed (or enough events dropped) since the last rebuild.
+    IfGarbage,
     /// Always.
     Now,
 }

@@ -17,6 +17,7 @@
 //! | --- | --- |
 //! | `wal` | the write-ahead log: segment files of core records, `fdatasync`, group commit, torn-tail recovery |
 //! | `index` | sled: the materialised state reads come from (events, task records, retention floors, the checkpoint LSN) |
+//! | `tree` | one tree of the index: a sled tree, or (`--in-memory`) an ordered map in process memory |
 //! | `layout` | which index directory is in use (`INDEX`), the atomic switch to a rebuilt one, deleting stale ones |
 //! | `engine` | the in-memory task table, per-task append locks, retention, checkpoints, index rebuilds |
 //! | `recovery` | [`Store::open`]: lock, replay the log into sled, rebuild, fail the tasks that were running |
@@ -44,6 +45,7 @@ mod fsutil;
 mod index;
 mod layout;
 mod recovery;
+mod tree;
 mod wal;
 
 use std::fs::File;
@@ -82,7 +84,8 @@ pub struct StoreConfig {
     pub durability: Durability,
     /// What is retained.
     pub retention: RetentionPolicy,
-    /// The most bytes (event types plus compact payloads) of retained events across all tasks;
+    /// The most bytes the store keeps: the event types plus compact payloads of retained events
+    /// across all tasks, plus for each task its stored record and [`TASK_OVERHEAD_BYTES`];
     /// beyond it new events and new tasks are refused ([`AppendError::StoreFull`]) until
     /// retention frees some. [`DEFAULT_MAX_STORE_BYTES`] unless told otherwise.
     pub max_store_bytes: u64,
@@ -90,6 +93,11 @@ pub struct StoreConfig {
 
 /// The default of [`StoreConfig::max_store_bytes`] (`--max-store-bytes`): 1 GiB.
 pub const DEFAULT_MAX_STORE_BYTES: u64 = 1 << 30;
+
+/// What the budget counts for each task besides its events and its stored record: about what
+/// its bookkeeping (the task table's entry, its record in memory, its locks) costs, measured,
+/// so that creating tasks that emit nothing is bounded too.
+pub const TASK_OVERHEAD_BYTES: u64 = 2048;
 
 /// The status of a task (SEP-1686 / SEP-2663 share these names).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -417,8 +425,9 @@ impl Store {
 
     /// Checkpoints, then rebuilds the index into a fresh directory that holds only what is
     /// retained, and deletes the old one. Checkpoints do this by themselves after retention
-    /// removed tasks (at most every 10 s, and at most a tenth of the time); this is for tests
-    /// and tools. Does nothing in memory.
+    /// removed tasks, or dropped at least 1 MiB of events and half as much as is retained (at
+    /// most every 10 s, and at most a tenth of the time); this is for tests and tools. Does
+    /// nothing in memory, where removed data is freed at once.
     ///
     /// # Errors
     /// [`StoreError`] if the checkpoint or the rebuild fails. A failure before the new index is
@@ -432,8 +441,9 @@ impl Store {
         &self.report
     }
 
-    /// The bytes (event types plus compact payloads) of every retained event, as counted
-    /// against [`StoreConfig::max_store_bytes`].
+    /// The bytes counted against [`StoreConfig::max_store_bytes`]: the event types plus
+    /// compact payloads of every retained event, and for each task its stored record plus
+    /// [`TASK_OVERHEAD_BYTES`].
     pub fn stored_bytes(&self) -> u64 {
         self.inner.stored_bytes()
     }

@@ -182,6 +182,7 @@ fn load_tasks(index: &Index) -> Result<HashMap<String, Arc<Slot>>, StoreError> {
                 cache: None,
                 sizes,
                 bytes,
+                record_bytes: super::TASK_OVERHEAD_BYTES + json.len() as u64,
             }),
         );
     }
