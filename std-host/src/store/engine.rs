@@ -1,5 +1,5 @@
 //! The running store: the in-memory task table, appends (seq allocation, log, sled, visibility),
-//! reads, retention and checkpoints.
+//! reads, retention, the store-wide budget, checkpoints and index rebuilds.
 //!
 //! A running task keeps its newest events in a core [`EventRing`] as a read cache (bounded:
 //! [`CACHE_EVENTS`] events in [`CACHE_BYTES`] bytes per running task). An event enters the ring
@@ -9,7 +9,9 @@
 //! Locks, outermost first: a task's `append` lock (held across a whole append), the checkpoint
 //! `gate` (shared by writers from log submission until sled has the change, exclusive while a
 //! checkpoint rotates the log), then short-lived locks (a task's `state`, the task table, the
-//! log's queue). A checkpoint takes only the gate, so it can never wait on itself.
+//! log's queue, the `index` pointer, which only a rebuild holding the gate exclusively
+//! replaces). A checkpoint (and a rebuild, which runs inside one) takes `checkpointing` and
+//! then the gate, never a task's lock, so it can never wait on itself or on a writer.
 
 use std::collections::{HashMap, VecDeque};
 use std::path::{Path, PathBuf};
