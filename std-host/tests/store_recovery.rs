@@ -800,6 +800,7 @@ fn an_interrupted_rebuild_recovers_whichever_side_of_the_switch_it_stopped() {
     std::fs::write(dir.path().join("INDEX.tmp"), "index.1\n").unwrap();
     {
         let store = open_at(dir.path(), rebuild_policy(), Millis(1_000));
+        assert_eq!(store.recovery().stale_index_dirs, 1);
         assert_eq!(index_dirs(dir.path()), ["index"]);
         assert!(!dir.path().join("INDEX.tmp").exists());
         assert_eq!(all_events(&store, "done", 64), done);
@@ -831,6 +832,7 @@ fn an_interrupted_rebuild_recovers_whichever_side_of_the_switch_it_stopped() {
     assert!(!files_containing(dir.path(), REMOVED_MARK).is_empty());
     {
         let store = open_at(dir.path(), rebuild_policy(), Millis(6_000));
+        assert_eq!(store.recovery().stale_index_dirs, 2);
         assert_eq!(index_dirs(dir.path()), ["index.1"]);
         assert_eq!(store.task("gone"), None);
         assert_eq!(all_events(&store, "done", 64), done);

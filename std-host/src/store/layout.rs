@@ -68,12 +68,13 @@ fn parse_name(name: &str) -> Option<u64> {
 }
 
 /// Finds the current index directory of `data_dir` and deletes every other one, and a pointer
-/// replacement a crash left behind. `sync` makes those deletions durable.
+/// replacement a crash left behind; returns it and how many directories were deleted. `sync`
+/// makes those deletions durable.
 ///
 /// # Errors
 /// [`StoreError::Corrupt`] if `INDEX` names no index directory or one that does not exist;
 /// [`StoreError::Io`] if the data dir cannot be read or a stale directory not deleted.
-pub(crate) fn open(data_dir: &Path, sync: bool) -> Result<Generation, StoreError> {
+pub(crate) fn open(data_dir: &Path, sync: bool) -> Result<(Generation, usize), StoreError> {
     let pointer = data_dir.join(POINTER);
     let current = match fs::read_to_string(&pointer) {
         Ok(text) => {
@@ -98,6 +99,7 @@ pub(crate) fn open(data_dir: &Path, sync: bool) -> Result<Generation, StoreError
         Err(e) => return Err(StoreError::io("reading", &pointer)(e)),
     };
     let mut changed = false;
+    let mut deleted = 0;
     let tmp = data_dir.join(POINTER_TMP);
     match fs::remove_file(&tmp) {
         Ok(()) => changed = true,
@@ -107,11 +109,12 @@ pub(crate) fn open(data_dir: &Path, sync: bool) -> Result<Generation, StoreError
     for stale in stale_dirs(data_dir, &current)? {
         fs::remove_dir_all(&stale).map_err(StoreError::io("deleting", &stale))?;
         changed = true;
+        deleted += 1;
     }
     if changed && sync {
         fsutil::sync_dir(data_dir).map_err(StoreError::io("fsync of", data_dir))?;
     }
-    Ok(current)
+    Ok((current, deleted))
 }
 
 /// The index directories of `data_dir` other than `current`.

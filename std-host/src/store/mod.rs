@@ -272,6 +272,9 @@ pub struct RecoveryReport {
     /// Whether log segments between the last checkpoint and the first remaining segment were
     /// missing (data written in that span is lost).
     pub wal_gap: bool,
+    /// Index directories other than the one in use, deleted: what an index rebuild that was
+    /// interrupted left (a half-built new one, or the old one it had switched away from).
+    pub stale_index_dirs: usize,
     /// Tasks recovered.
     pub tasks: usize,
     /// Tasks that were running when the previous process stopped; each now ends as `failed`

@@ -18,8 +18,15 @@ use super::{
 };
 
 pub(crate) fn open(config: StoreConfig, now: Millis) -> Result<Store, StoreError> {
-    let (index, wal, on_disk, lock, recovered) = match &config.data_dir {
-        None => (Index::open(None)?, None, None, None, Recovered::default()),
+    let (index, wal, on_disk, lock, recovered, stale) = match &config.data_dir {
+        None => (
+            Index::open(None)?,
+            None,
+            None,
+            None,
+            Recovered::default(),
+            0,
+        ),
         Some(dir) => {
             fsutil::create_private_dir(dir).map_err(StoreError::io("creating", dir))?;
             let lock = match fsutil::lock_file(&dir.join("LOCK")) {
@@ -30,7 +37,7 @@ pub(crate) fn open(config: StoreConfig, now: Millis) -> Result<Store, StoreError
                 }
             };
             let sync = config.durability != Durability::None;
-            let generation = layout::open(dir, sync)?;
+            let (generation, stale) = layout::open(dir, sync)?;
             let wal_dir = dir.join("wal");
             for d in [&generation.dir, &wal_dir] {
                 fsutil::create_private_dir(d).map_err(StoreError::io("creating", d))?;
@@ -47,6 +54,7 @@ pub(crate) fn open(config: StoreConfig, now: Millis) -> Result<Store, StoreError
                 Some((dir.clone(), generation)),
                 Some(lock),
                 recovered,
+                stale,
             )
         }
     };
@@ -56,6 +64,7 @@ pub(crate) fn open(config: StoreConfig, now: Millis) -> Result<Store, StoreError
         torn_tail: recovered.torn,
         discarded_bytes: recovered.discarded_bytes,
         wal_gap: recovered.gap,
+        stale_index_dirs: stale,
         tasks: tasks.len(),
         failed_tasks: Vec::new(),
     };
