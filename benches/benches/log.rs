@@ -8,8 +8,8 @@
 //!   oldest event); beside them the raw bound: the same record bytes appended to a plain file
 //!   with `fdatasync` per event and per batch of K.
 //! - `log_replay`: reading a finished task's N retained events (N = `$TASKSTREAM_BENCH_EVENTS`,
-//!   100k by default) from a cursor at 0, by `read_from` in batches of 256 and event by event
-//!   (`Store::event`, which is what the delivery thread calls).
+//!   100k by default) from a cursor at 0: by `read_raw_from` in batches of 256 (in place, what
+//!   the delivery thread calls), by `read_from` (copied out) and event by event (`Store::event`).
 //! - `log_reopen`: `Store::open` of a data dir holding M events (M =
 //!   `$TASKSTREAM_BENCH_REOPEN_EVENTS`, 1M by default) in tasks of 10 000 (the default
 //!   retention), after a clean close and after a crash that left the last T events (10% of M,
@@ -142,6 +142,26 @@ fn log_replay(c: &mut Criterion) {
                 let Some(last) = out.last() else { break };
                 got += out.len();
                 from = last.seq.next().expect("seq");
+            }
+            assert_eq!(got, total);
+        })
+    });
+    group.bench_function("read_raw_from_batch_256", |b| {
+        // What delivery reads: events in place in sled's values, nothing copied out.
+        b.iter(|| {
+            let mut from = Seq::ZERO;
+            let mut got = 0;
+            loop {
+                let mut last = None;
+                let n = store
+                    .read_raw_from(&id, from, 256, |e| {
+                        black_box(e.payload());
+                        last = Some(e.seq());
+                    })
+                    .expect("readable");
+                let Some(last) = last else { break };
+                got += n;
+                from = last.next().expect("seq");
             }
             assert_eq!(got, total);
         })

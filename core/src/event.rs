@@ -113,7 +113,21 @@ impl<'a> Payload<'a> {
     /// # Errors
     /// [`json::JsonError::BufferTooSmall`] if `dst` is shorter than [`compact_len`](Self::compact_len).
     pub fn write_compact(&self, dst: &mut [u8]) -> Result<usize, json::JsonError> {
+        if let Some(compact) = self.as_compact() {
+            let out = dst
+                .get_mut(..compact.len())
+                .ok_or(json::JsonError::BufferTooSmall)?;
+            out.copy_from_slice(compact);
+            return Ok(compact.len());
+        }
         json::compact_into(self.text, dst)
+    }
+
+    /// The text itself when it already is in compact form (no white space outside strings):
+    /// compacting only ever removes white space, so a text as long as its compact form is it.
+    #[must_use]
+    pub fn as_compact(&self) -> Option<&'a [u8]> {
+        (self.text.len() == self.compact_len).then_some(self.text)
     }
 }
 
@@ -128,6 +142,27 @@ mod tests {
             expected,
             "{s:?}"
         );
+    }
+
+    #[test]
+    fn compact_text_is_used_as_it_is() {
+        // EV-05: what is stored is the compact form, whether or not it needed compacting.
+        let compact = br#"{"a":[1,{"b":"x y"}],"c":null}"#;
+        let spaced = b" { \"a\" : [1, {\"b\": \"x y\"}],\n \"c\": null } ";
+        let p = Payload::new(compact).unwrap();
+        assert_eq!(p.as_compact(), Some(&compact[..]));
+        let q = Payload::new(spaced).unwrap();
+        assert_eq!(q.as_compact(), None);
+        for payload in [p, q] {
+            let mut out = [0u8; 64];
+            let n = payload.write_compact(&mut out).unwrap();
+            assert_eq!(&out[..n], compact);
+            let mut short = [0u8; 8];
+            assert_eq!(
+                payload.write_compact(&mut short),
+                Err(json::JsonError::BufferTooSmall)
+            );
+        }
     }
 
     #[test]

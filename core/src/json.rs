@@ -4,8 +4,12 @@
 //! payloads must stay text, so validation is done here once, iteratively, with a fixed nesting
 //! limit ([`MAX_DEPTH`]): 100 000 levels of `[` cannot exhaust a stack. Its verdicts match
 //! `serde_json`'s (including the rejection of lone UTF-16 surrogates in `\u` escapes), which the
-//! tests and the fuzz targets check.
+//! tests and the fuzz targets check. Numbers that overflow an `f64` are refused as `serde_json`
+//! refuses them, decided exactly from their digits (no float conversion is linked); only within
+//! about an ulp of `f64::MAX`, where `serde_json`'s default conversion is not correctly
+//! rounded, can the two differ.
 
+use core::cmp::Ordering;
 use core::fmt;
 
 /// The deepest nesting of objects and arrays accepted.
@@ -126,6 +130,122 @@ const fn is_ws(b: u8) -> bool {
     matches!(b, b' ' | b'\t' | b'\n' | b'\r')
 }
 
+/// The decimal digits of 2^1024 − 2^970, the point halfway between `f64::MAX` and 2^1024: the
+/// smallest magnitude that rounds to infinity, because the tie rounds to the neighbour with an
+/// even significand, and `f64::MAX`'s is odd. It is an integer of 309 digits.
+const F64_OVERFLOW_DIGITS: &[u8; 309] = b"\
+179769313486231580793728971405303415079934132710037826936173778980444968292764750946649017\
+977587207096330286416692887910946555547851940402630657488671505820681908902000708383676273\
+854845817711531764475730270069855571366959622842914819860834936475292719074168444365510704\
+342711559699508093042880177904174497792";
+
+/// Whether the number literal `text` (already accepted by the grammar) has a magnitude that a
+/// correctly rounded conversion to `f64` turns into infinity, which is when `serde_json`
+/// refuses it.
+///
+/// Decided exactly from the digits, without converting: the number is written as
+/// `0.d₁d₂… × 10^point` with `d₁` its first non-zero digit, and compared with
+/// [`F64_OVERFLOW_DIGITS`] (a `point` of 309). Converting would link the float parser (tables
+/// of powers of five and software `f64` arithmetic on targets without a double-precision FPU).
+/// Tiny magnitudes round to zero and are accepted, as `serde_json` accepts them; so is zero
+/// with any exponent. Exponents of any length saturate instead of wrapping.
+///
+/// `serde_json`'s default conversion is not correctly rounded (its `float_roundtrip` feature
+/// is), so for a few numbers within about an ulp of `f64::MAX` it refuses what rounds to
+/// `f64::MAX`, `f64::MAX` written out in full among them; this rule accepts those.
+fn overflows_f64(text: &[u8]) -> bool {
+    let unsigned = text.strip_prefix(b"-").unwrap_or(text);
+    let (mantissa, exponent) = match unsigned.iter().position(|&c| matches!(c, b'e' | b'E')) {
+        Some(at) => unsigned.split_at(at),
+        None => (unsigned, &b""[..]),
+    };
+    let (integer, fraction) = match mantissa.iter().position(|&c| c == b'.') {
+        Some(at) => mantissa.split_at(at),
+        None => (mantissa, &b""[..]),
+    };
+    let fraction = fraction.get(1..).unwrap_or_default();
+    let integer = trim_leading_zeros(integer);
+    // The significant digits, and where the decimal point stands before the first of them.
+    let (first, rest, point) = if integer.is_empty() {
+        let significant = trim_leading_zeros(fraction);
+        let zeros = fraction.len() - significant.len();
+        (
+            significant,
+            &b""[..],
+            saturating_i64(zeros).saturating_neg(),
+        )
+    } else {
+        (integer, fraction, saturating_i64(integer.len()))
+    };
+    if first.is_empty() {
+        return false;
+    }
+    let limit = F64_OVERFLOW_DIGITS.len();
+    let point = point.saturating_add(decimal_exponent(exponent));
+    match point.cmp(&saturating_i64(limit)) {
+        Ordering::Less => false,
+        Ordering::Greater => true,
+        // The same order of magnitude: compare digit by digit, the number's padded with zeros.
+        // Equal first digits mean at least the halfway point, as any later digit only adds.
+        Ordering::Equal => {
+            let digits = first
+                .iter()
+                .chain(rest)
+                .copied()
+                .chain(core::iter::repeat(b'0'));
+            digits.take(limit).cmp(F64_OVERFLOW_DIGITS.iter().copied()) != Ordering::Less
+        }
+    }
+}
+
+/// `digits` without its leading zeros.
+fn trim_leading_zeros(digits: &[u8]) -> &[u8] {
+    let zeros = digits.iter().take_while(|&&c| c == b'0').count();
+    digits.get(zeros..).unwrap_or_default()
+}
+
+/// A count as an `i64`, saturating (no slice is that long, but nothing here may wrap).
+fn saturating_i64(n: usize) -> i64 {
+    i64::try_from(n).unwrap_or(i64::MAX)
+}
+
+/// The value of an exponent part (`e`, an optional sign, digits; or nothing), saturating far
+/// beyond any exponent that could matter.
+fn decimal_exponent(part: &[u8]) -> i64 {
+    let part = part.get(1..).unwrap_or_default();
+    let (negative, digits) = match part.split_first() {
+        Some((b'-', digits)) => (true, digits),
+        Some((b'+', digits)) => (false, digits),
+        _ => (false, part),
+    };
+    let magnitude = digits.iter().fold(0i64, |acc, &c| {
+        acc.saturating_mul(10)
+            .saturating_add(i64::from(c.wrapping_sub(b'0')))
+    });
+    if negative {
+        -magnitude
+    } else {
+        magnitude
+    }
+}
+
+/// Eight `0x01` bytes: a byte value times this is that byte in every lane of a word.
+const LANES: u64 = 0x0101_0101_0101_0101;
+
+/// Whether any byte of `word` is below `n` (`n` ≤ 128). Exact for the word as a whole: with
+/// no byte below `n`, no lane borrows, and a lane whose high bit is set stays clear.
+const fn any_byte_below(word: u64, n: u8) -> bool {
+    word.wrapping_sub(LANES * n as u64) & !word & (LANES * 0x80) != 0
+}
+
+/// Whether any of eight string bytes is a quote, a backslash or a control character, i.e.
+/// ends the string, starts an escape, or is refused.
+const fn needs_a_look(word: u64) -> bool {
+    any_byte_below(word ^ (LANES * b'"' as u64), 1)
+        || any_byte_below(word ^ (LANES * b'\\' as u64), 1)
+        || any_byte_below(word, 0x20)
+}
+
 /// What the scanner expects next.
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Expect {
@@ -153,6 +273,22 @@ struct Scanner<'a> {
 impl Scanner<'_> {
     fn peek(&self) -> Option<u8> {
         self.src.get(self.pos).copied()
+    }
+
+    /// Inside a string, skips eight bytes at a time while none of them needs a look (a quote,
+    /// a backslash or a control character); the byte-wise loop of [`string`](Self::string)
+    /// takes over at the first word that holds one.
+    fn skip_plain(&mut self) {
+        let rest = self.src.get(self.pos..).unwrap_or_default();
+        let plain = rest
+            .chunks_exact(8)
+            .take_while(|word| {
+                let mut bytes = [0u8; 8];
+                bytes.copy_from_slice(word);
+                !needs_a_look(u64::from_le_bytes(bytes))
+            })
+            .count();
+        self.pos += plain * 8;
     }
 
     fn err(&self) -> JsonError {
@@ -303,7 +439,7 @@ impl Scanner<'_> {
     }
 
     /// A number. Like `serde_json`, a number whose magnitude overflows an `f64` is refused
-    /// (`1e400`): no reader could take it back.
+    /// (`1e400`): no reader could take it back. See [`overflows_f64`].
     fn number(&mut self) -> Result<(), JsonError> {
         let start = self.pos;
         if self.peek() == Some(b'-') {
@@ -332,15 +468,8 @@ impl Scanner<'_> {
             }
         }
         let text = self.src.get(start..self.pos).unwrap_or_default();
-        let plain_small_integer = text.len() <= 19 && text.iter().all(u8::is_ascii_digit);
-        if !plain_small_integer {
-            let finite = core::str::from_utf8(text)
-                .ok()
-                .and_then(|t| t.parse::<f64>().ok())
-                .is_some_and(f64::is_finite);
-            if !finite {
-                return Err(JsonError::Syntax { at: start });
-            }
+        if overflows_f64(text) {
+            return Err(JsonError::Syntax { at: start });
         }
         Ok(())
     }
@@ -364,6 +493,7 @@ impl Scanner<'_> {
     fn string(&mut self) -> Result<(), JsonError> {
         self.pos += 1;
         loop {
+            self.skip_plain();
             let Some(b) = self.peek() else {
                 return Err(self.err());
             };
@@ -726,6 +856,8 @@ pub fn unescape<'d>(raw: &[u8], dst: &'d mut [u8]) -> Result<&'d str, JsonError>
     core::str::from_utf8(out).map_err(|_| JsonError::Utf8)
 }
 
+#[cfg(test)]
+mod number_tests;
 #[cfg(test)]
 mod scan_tests;
 

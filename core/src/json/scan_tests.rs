@@ -174,3 +174,75 @@ proptest! {
         prop_assert_eq!(seen, map.keys().cloned().collect::<Vec<_>>());
     }
 }
+
+/// A string body built from pieces that the word-at-a-time skip must stop at, or must not:
+/// quotes, backslashes and escapes, control characters, and their neighbours in value.
+fn string_piece() -> impl Strategy<Value = &'static str> {
+    prop::sample::select(std::vec![
+        "a",
+        "aaaaaaa",
+        "é",
+        "€",
+        "\u{1F600}",
+        " ",
+        "!",
+        "#",
+        "[",
+        "]",
+        "\u{7f}",
+        "\"",
+        "\\",
+        "\\\"",
+        "\\\\",
+        "\\n",
+        "\\u0041",
+        "\\ud83d\\ude00",
+        "\\ud83d",
+        "\n",
+        "\t",
+        "\u{1f}",
+        "\u{0}",
+        "\u{1}",
+    ])
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(4096))]
+
+    /// Strings of every length and layout get serde_json's verdict, whichever of the eight
+    /// lanes of a word the byte that matters falls in.
+    #[test]
+    fn string_verdicts_match_serde_json(
+        pad in 0usize..8,
+        pieces in prop::collection::vec(string_piece(), 0..24),
+    ) {
+        let body: String = pieces.concat();
+        let doc = std::format!("{{\"{}\":\"{}\"}}", "k".repeat(pad + 1), body);
+        let ours = validate_object(doc.as_bytes());
+        let theirs = serde_json::from_str::<Value>(&doc);
+        prop_assert_eq!(ours.is_ok(), theirs.is_ok(), "{:?}", doc);
+        if let Ok(len) = ours {
+            prop_assert_eq!(len, doc.len());
+        }
+    }
+}
+
+#[test]
+fn the_word_test_finds_each_byte_that_needs_a_look_in_every_lane() {
+    for lane in 0..8 {
+        for b in 0..=255u8 {
+            let mut word = [b'a'; 8];
+            word[lane] = b;
+            let expected = b == b'"' || b == b'\\' || b < 0x20;
+            assert_eq!(
+                needs_a_look(u64::from_le_bytes(word)),
+                expected,
+                "byte {b:#04x} in lane {lane}"
+            );
+        }
+    }
+    // Bytes with the high bit set (UTF-8 continuation bytes) never look like one.
+    assert!(!needs_a_look(u64::from_le_bytes([
+        0x80, 0xff, 0xc3, 0xa9, 0xe2, 0x82, 0xac, 0x7f
+    ])));
+}

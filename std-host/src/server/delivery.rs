@@ -7,16 +7,19 @@
 //! thread (stdout blocks), never a task, and memory does not grow with the backlog. A stream
 //! that falls behind retention is answered `events_gone` by the core's rule (RS-07).
 //!
-//! Within a batch each task's progress (retained range, lifecycle) is read once and cached;
-//! the change epoch is read before the batch, so an append after a cached read still wakes the
-//! next round.
+//! Within a batch each task's progress (retained range, lifecycle) is read once and cached,
+//! and each stream's next events come from one range read, without copying them out of
+//! storage ([`RawEvent`]); the change epoch is read before the batch, so an append after a
+//! cached read still wakes the next round.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
 use taskstream_core::streams::{Progress, Pump};
+
+use crate::store::RawEvent;
 
 use super::tasks::{self, final_answer, lifecycle, task_json, Codec};
 use super::wire::{self, ServerError};
@@ -26,6 +29,8 @@ use crate::log::log;
 /// Events written per batch before the locks are released (so requests are answered while
 /// streams flow).
 const BATCH: usize = 256;
+/// Events read ahead for one stream at least, however many streams share a batch.
+const MIN_READ_AHEAD: usize = 16;
 /// The longest sleep without a change (to notice shutdown).
 const IDLE: Duration = Duration::from_millis(500);
 
@@ -54,6 +59,10 @@ fn pump(shared: &Shared, buf: &mut Vec<u8>) -> bool {
         return false;
     }
     let mut cache: HashMap<u128, Option<Progress>> = HashMap::new();
+    // Events read ahead per stream: the pump hands out one frame at a time, round robin, but
+    // a range read of the next few costs little more than reading one.
+    let mut ahead: HashMap<u128, VecDeque<RawEvent>> = HashMap::new();
+    let read_ahead = (BATCH / streams.table.len().max(1)).max(MIN_READ_AHEAD);
     let mut out = shared.out.batch();
     let mut written = 0;
     while written < BATCH {
@@ -75,13 +84,28 @@ fn pump(shared: &Shared, buf: &mut Vec<u8>) -> bool {
                 let Some(meta) = streams.meta.get(&task) else {
                     continue;
                 };
-                if let Some(ev) = shared.store.event(&meta.task_id, seq) {
+                let queue = ahead.entry(task).or_default();
+                while queue.front().is_some_and(|e| e.seq() < seq) {
+                    queue.pop_front();
+                }
+                if queue.front().is_none_or(|e| e.seq() != seq) {
+                    // One range read for the frames this stream may still get in this batch.
+                    queue.clear();
+                    let want = (BATCH + 1 - written).min(read_ahead);
+                    let read = shared
+                        .store
+                        .read_raw_from(&meta.task_id, seq, want, |e| queue.push_back(e));
+                    if let Err(e) = read {
+                        log!(Warn, "reading events of task {}: {e}", meta.task_id);
+                    }
+                }
+                if let Some(ev) = queue.pop_front().filter(|e| e.seq() == seq) {
                     out.line(wire::event_line(
                         buf,
                         &meta.task_id,
                         seq,
-                        &ev.event_type,
-                        &ev.payload,
+                        ev.event_type(),
+                        ev.payload(),
                     ));
                     continue;
                 }

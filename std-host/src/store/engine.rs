@@ -26,8 +26,8 @@ use super::index::{encode_into, Index};
 use super::layout::{self, Generation};
 use super::wal::{self, Wal};
 use super::{
-    lock, lock_read, lock_write, AppendError, ChangeSignal, Durability, StoreError, StoreStats,
-    StoredEvent, TaskRecord, TaskStatus, TaskView, STATUS_EVENT_TYPE,
+    lock, lock_read, lock_write, AppendError, ChangeSignal, Durability, RawEvent, StoreError,
+    StoreStats, StoredEvent, TaskRecord, TaskStatus, TaskView, STATUS_EVENT_TYPE,
 };
 
 /// How often the background thread checkpoints (when anything was logged since).
@@ -304,9 +304,18 @@ impl Inner {
                 limit,
             });
         }
-        let mut compact = vec![0; p.compact_len()];
-        p.write_compact(&mut compact)
-            .map_err(AppendError::InvalidPayload)?;
+        // What is stored is the compact form; a payload that already is compact is used as is.
+        let compacted;
+        let compact: &[u8] = match p.as_compact() {
+            Some(text) => text,
+            None => {
+                let mut buf = vec![0; p.compact_len()];
+                p.write_compact(&mut buf)
+                    .map_err(AppendError::InvalidPayload)?;
+                compacted = buf;
+                &compacted
+            }
+        };
         if self.failed.load(Ordering::Acquire) {
             return Err(AppendError::Storage(StoreError::Failed));
         }
@@ -360,7 +369,7 @@ impl Inner {
             seq,
             at: now,
             event_type,
-            payload: &compact,
+            payload: compact,
         };
         let rec = match &state {
             Some(state) => Record::Transition { event, state },
@@ -537,32 +546,27 @@ impl Inner {
     fn retained(&self, task_id: &str) -> Option<Retained> {
         let slot = self.slot(task_id)?;
         let st = lock(&slot.state);
-        view(&st).map(|v| v.retained)
+        retained_of(&st)
     }
 
     /// The retained range of a task and, if `from` is in its read cache, up to `max` events
-    /// from there (appended to `out`; their count is returned).
+    /// from there (handed to `push`; their count is returned).
     fn retained_or_cached(
         &self,
         task_id: &str,
         from: Seq,
         max: usize,
-        out: &mut Vec<StoredEvent>,
+        mut push: impl FnMut(RawEvent),
     ) -> Option<(Retained, usize)> {
         let slot = self.slot(task_id)?;
         let st = lock(&slot.state);
-        let retained = view(&st)?.retained;
+        let retained = retained_of(&st)?;
         let from = from.max(retained.earliest());
         let mut n = 0;
         if let Some(cache) = &st.cache {
             if cache.retained().contains(from) {
                 for e in cache.iter_from(from).take(max) {
-                    out.push(StoredEvent {
-                        seq: e.seq,
-                        event_type: e.event_type.to_owned(),
-                        payload: e.payload.to_vec(),
-                        at: e.at,
-                    });
+                    push(RawEvent::copied(e.seq, e.at, e.event_type, e.payload));
                     n += 1;
                 }
             }
@@ -571,33 +575,38 @@ impl Inner {
     }
 
     pub(crate) fn event(&self, task_id: &str, seq: Seq) -> Result<Option<StoredEvent>, StoreError> {
-        let mut cached = Vec::new();
-        let Some((retained, n)) = self.retained_or_cached(task_id, seq, 1, &mut cached) else {
+        let mut cached = None;
+        let Some((retained, n)) =
+            self.retained_or_cached(task_id, seq, 1, |e| cached = Some(e.to_stored()))
+        else {
             return Ok(None);
         };
         if !retained.contains(seq) {
             return Ok(None);
         }
         if n == 1 {
-            return Ok(cached.pop());
+            return Ok(cached);
         }
         match self.index().event(task_id, seq)? {
             None => Ok(None),
-            Some(raw) => stored_event(&raw, task_id, seq).map(Some),
+            Some(raw) => RawEvent::from_index(raw, task_id, seq).map(|e| Some(e.to_stored())),
         }
     }
 
-    pub(crate) fn read_from(
+    /// Hands up to `max` retained events of a task from `from` on, in seq order, to `push`;
+    /// returns how many. Stops early at a seq that retention dropped meanwhile.
+    pub(crate) fn read_raw_from(
         &self,
         task_id: &str,
         from: Seq,
         max: usize,
-        out: &mut Vec<StoredEvent>,
+        mut push: impl FnMut(RawEvent),
     ) -> Result<usize, StoreError> {
         if max == 0 {
             return Ok(0);
         }
-        let Some((retained, cached)) = self.retained_or_cached(task_id, from, max, out) else {
+        let Some((retained, cached)) = self.retained_or_cached(task_id, from, max, &mut push)
+        else {
             return Ok(0);
         };
         if cached > 0 {
@@ -614,9 +623,8 @@ impl Inner {
             .events(task_id, from, retained.next())
             .take(max)
         {
-            let ev = stored_event(&raw?, task_id, expected);
-            match ev {
-                Ok(ev) => out.push(ev),
+            match RawEvent::from_index(raw?, task_id, expected) {
+                Ok(ev) => push(ev),
                 // A hole: retention dropped these meanwhile. Stop; the caller re-checks the
                 // retained range (and answers `events_gone`).
                 Err(StoreError::Corrupt(_)) if self.gone(task_id, expected) => break,
@@ -629,6 +637,16 @@ impl Inner {
             }
         }
         Ok(n)
+    }
+
+    pub(crate) fn read_from(
+        &self,
+        task_id: &str,
+        from: Seq,
+        max: usize,
+        out: &mut Vec<StoredEvent>,
+    ) -> Result<usize, StoreError> {
+        self.read_raw_from(task_id, from, max, |e| out.push(e.to_stored()))
     }
 
     /// Whether `seq` is no longer retained.
@@ -1121,29 +1139,16 @@ fn cache_append(
 }
 
 fn view(st: &SlotState) -> Option<TaskView> {
-    if !st.visible || st.removed {
-        return None;
-    }
     Some(TaskView {
+        retained: retained_of(st)?,
         record: st.record.clone(),
-        retained: Retained::new(st.earliest, st.next).unwrap_or(Retained::EMPTY),
     })
 }
 
-/// Decodes a stored event, checking that it is the one its key names. The index holds only
-/// records this store encoded (and validated), so the frame and checksum are checked but the
-/// fields are not validated twice (`record::decode_written`): this is the replay hot path.
-fn stored_event(raw: &[u8], task_id: &str, seq: Seq) -> Result<StoredEvent, StoreError> {
-    let (rec, _) = record::decode_written(raw).map_err(StoreError::Record)?;
-    match rec {
-        Record::Event(e) if e.task_id == task_id && e.seq == seq => Ok(StoredEvent {
-            seq: e.seq,
-            event_type: e.event_type.to_owned(),
-            payload: e.payload.to_vec(),
-            at: e.at,
-        }),
-        _ => Err(StoreError::Corrupt(format!(
-            "event {seq} of task {task_id:?} is not where it should be"
-        ))),
+/// The retained range of a visible task, without copying its record.
+fn retained_of(st: &SlotState) -> Option<Retained> {
+    if !st.visible || st.removed {
+        return None;
     }
+    Some(Retained::new(st.earliest, st.next).unwrap_or(Retained::EMPTY))
 }

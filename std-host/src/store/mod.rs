@@ -16,6 +16,7 @@
 //! | module | owns |
 //! | --- | --- |
 //! | `wal` | the write-ahead log: segment files of core records, `fdatasync`, group commit, torn-tail recovery |
+//! | `raw` | [`RawEvent`]: an event read without copying it out of sled |
 //! | `index` | sled: the materialised state reads come from (events, task records, retention floors, the checkpoint LSN) |
 //! | `tree` | one tree of the index: a sled tree, or (`--in-memory`) an ordered map in process memory |
 //! | `layout` | which index directory is in use (`INDEX`), the atomic switch to a rebuilt one, deleting stale ones |
@@ -44,6 +45,7 @@ mod error;
 mod fsutil;
 mod index;
 mod layout;
+mod raw;
 mod recovery;
 mod tree;
 mod wal;
@@ -58,6 +60,7 @@ use serde::{Deserialize, Serialize};
 use taskstream_core::{Millis, Retained, RetentionPolicy, Seq};
 
 pub use error::StoreError;
+pub use raw::RawEvent;
 pub use wal::{TornTail, WalError, WalStats};
 
 /// The event type of status transitions (INTERFACE.md, "Tools the server offers").
@@ -219,32 +222,54 @@ pub enum AppendError {
 
 /// A counter that moves whenever any task gains an event or changes status; the delivery
 /// thread waits on it instead of polling.
+///
+/// A move wakes waiters only if there are any: while the delivery thread is busy writing,
+/// appends cost no system call for it.
 #[derive(Debug, Default)]
 pub struct ChangeSignal {
-    epoch: Mutex<u64>,
+    state: Mutex<SignalState>,
     cond: Condvar,
+}
+
+#[derive(Debug, Default)]
+struct SignalState {
+    epoch: u64,
+    /// Threads inside [`ChangeSignal::wait_past`]; counted under the same lock as the epoch,
+    /// so a waiter either sees the new epoch before it sleeps or is counted when it moves.
+    waiters: usize,
 }
 
 impl ChangeSignal {
     /// The current epoch.
     pub fn epoch(&self) -> u64 {
-        *lock(&self.epoch)
+        lock(&self.state).epoch
     }
 
     /// Advances the epoch and wakes every waiter.
     pub fn notify(&self) {
-        *lock(&self.epoch) += 1;
-        self.cond.notify_all();
+        let waiting = {
+            let mut st = lock(&self.state);
+            st.epoch += 1;
+            st.waiters > 0
+        };
+        if waiting {
+            self.cond.notify_all();
+        }
     }
 
     /// Waits until the epoch differs from `seen` or `timeout` passes; returns the epoch.
     pub fn wait_past(&self, seen: u64, timeout: Duration) -> u64 {
-        let guard = lock(&self.epoch);
-        let (guard, _) = self
+        let mut st = lock(&self.state);
+        if st.epoch != seen {
+            return st.epoch;
+        }
+        st.waiters += 1;
+        let (mut st, _) = self
             .cond
-            .wait_timeout_while(guard, timeout, |e| *e == seen)
+            .wait_timeout_while(st, timeout, |s| s.epoch == seen)
             .unwrap_or_else(std::sync::PoisonError::into_inner);
-        *guard
+        st.waiters -= 1;
+        st.epoch
     }
 }
 
@@ -394,6 +419,23 @@ impl Store {
         let _ = self.inner.read_from(task_id, from, max, out);
     }
 
+    /// Hands up to `max` retained events of a task from `from` on, in seq order, to `push`,
+    /// without copying them out of storage (the replay path); returns how many. Stops early
+    /// at a seq no longer retained (retention ran meanwhile).
+    ///
+    /// # Errors
+    /// [`StoreError`] if sled fails or a stored record is corrupt; the events before it were
+    /// handed out.
+    pub fn read_raw_from(
+        &self,
+        task_id: &str,
+        from: Seq,
+        max: usize,
+        push: impl FnMut(RawEvent),
+    ) -> Result<usize, StoreError> {
+        self.inner.read_raw_from(task_id, from, max, push)
+    }
+
     /// Like [`read_from`](Self::read_from), reporting a stored event that does not decode.
     /// Returns how many events were appended to `out`.
     ///
@@ -467,5 +509,46 @@ impl Drop for Store {
         // A clean close leaves sled flushed, the log short and no removed task in the index;
         // a failure here only means the next open replays (or rebuilds) more.
         let _ = self.inner.close();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::mpsc;
+
+    #[test]
+    fn a_change_signal_never_loses_a_wake_up() {
+        // The waiter either sees the new epoch before sleeping or is woken by the move; a
+        // lost wake-up would leave it asleep for its whole (long) timeout.
+        let signal = Arc::new(ChangeSignal::default());
+        for round in 0..500 {
+            let seen = signal.epoch();
+            let (tx, rx) = mpsc::channel();
+            let waiter = {
+                let signal = Arc::clone(&signal);
+                std::thread::spawn(move || {
+                    let _ = tx.send(signal.wait_past(seen, Duration::from_secs(60)));
+                })
+            };
+            if round % 2 == 0 {
+                std::thread::yield_now();
+            }
+            signal.notify();
+            let got = rx
+                .recv_timeout(Duration::from_secs(10))
+                .expect("the waiter was woken");
+            assert_eq!(got, seen + 1);
+            waiter.join().expect("waiter");
+        }
+    }
+
+    #[test]
+    fn a_change_signal_returns_at_once_when_the_epoch_moved() {
+        let signal = ChangeSignal::default();
+        signal.notify();
+        assert_eq!(signal.wait_past(0, Duration::from_secs(60)), 1);
+        // And times out when nothing moves.
+        assert_eq!(signal.wait_past(1, Duration::from_millis(1)), 1);
     }
 }
