@@ -41,6 +41,7 @@ pub fn open(dir: Option<&Path>, durability: Durability, retention: RetentionPoli
             data_dir: dir.map(Path::to_path_buf),
             durability,
             retention,
+            max_store_bytes: taskstream::store::DEFAULT_MAX_STORE_BYTES,
         },
         now(),
     )

@@ -8,7 +8,7 @@ use std::path::PathBuf;
 
 use taskstream_core::{Millis, RetentionPolicy};
 
-use crate::store::Durability;
+use crate::store::{Durability, DEFAULT_MAX_STORE_BYTES};
 
 /// The most active `tasks/stream` requests one connection may hold, whatever `--max-streams`
 /// says (the capacity of the server's stream table).
@@ -38,6 +38,9 @@ OPTIONS:
     --max-event-age SECS       events older than this are dropped [default: 86400]
     --terminal-retention SECS  how long a terminal task stays retrievable [default: 3600]
     --max-payload-bytes N      largest payload of one event, compact JSON [default: 65536]
+    --max-store-bytes N        bytes of retained events (types and payloads) across all tasks;
+                               beyond it new events and tasks are refused until retention frees
+                               some [default: 1073741824 (1 GiB)]
     --max-message-bytes N      largest incoming JSON-RPC line [default: 1048576]
     --max-streams N            concurrent tasks/stream requests per connection [default: 16]
     --max-running-tasks N      tasks and plain tool calls running at once per connection
@@ -59,6 +62,9 @@ pub struct ServeConfig {
     /// Retention limits (`--max-events-per-task`, `--max-event-age`, `--terminal-retention`,
     /// `--max-payload-bytes`).
     pub retention: RetentionPolicy,
+    /// The bytes of retained events (types plus payloads) across all tasks, beyond which new
+    /// events and tasks are refused (`--max-store-bytes`).
+    pub max_store_bytes: u64,
     /// The longest incoming line accepted, in bytes (`--max-message-bytes`).
     pub max_message_bytes: usize,
     /// Active `tasks/stream` requests per connection (`--max-streams`), at most
@@ -82,6 +88,7 @@ impl ServeConfig {
         ServeConfig {
             data_dir: None,
             retention: RetentionPolicy::DEFAULT,
+            max_store_bytes: DEFAULT_MAX_STORE_BYTES,
             max_message_bytes: 1_048_576,
             max_streams: 16,
             max_running_tasks: DEFAULT_MAX_RUNNING_TASKS,
@@ -197,6 +204,10 @@ pub fn parse_serve(
                     number(flag, &value(flag)?, 2, u32::MAX.into())?
                         .try_into()
                         .unwrap_or(u32::MAX);
+            }
+            "--max-store-bytes" => {
+                let flag = "--max-store-bytes";
+                config.max_store_bytes = number(flag, &value(flag)?, 1, u64::MAX)?;
             }
             "--max-message-bytes" => {
                 let flag = "--max-message-bytes";
@@ -334,6 +345,7 @@ mod tests {
         );
         assert_eq!(c.retention, RetentionPolicy::DEFAULT);
         assert_eq!(c.max_message_bytes, 1_048_576);
+        assert_eq!(c.max_store_bytes, 1 << 30);
         assert_eq!(c.max_streams, 16);
         assert_eq!(c.max_running_tasks, 1024);
         assert_eq!(c.max_failed_lookups_per_minute, 100);
@@ -376,6 +388,7 @@ mod tests {
                 "0",
                 "--max-payload-bytes",
                 "100",
+                "--max-store-bytes=5000",
                 "--max-message-bytes",
                 "4096",
                 "--max-streams",
@@ -394,6 +407,7 @@ mod tests {
         assert_eq!(c.retention.max_event_age, Millis(60_000));
         assert_eq!(c.retention.terminal_retention, Millis(0));
         assert_eq!(c.retention.max_payload_bytes, 100);
+        assert_eq!(c.max_store_bytes, 5000);
         assert_eq!(c.max_message_bytes, 4096);
         assert_eq!(c.max_streams, 1000);
         assert_eq!(c.max_running_tasks, 7);
@@ -418,6 +432,7 @@ mod tests {
             &["--max-streams", "0"][..],
             &["--max-streams", "99999"],
             &["--max-running-tasks", "0"],
+            &["--max-store-bytes", "0"],
             &["--max-failed-lookups-per-minute", "0"],
             &["--max-events-per-task", "-1"],
             &["--max-event-age", "1.5"],

@@ -103,6 +103,7 @@ fn open_store(config: &ServeConfig) -> Result<Store, String> {
             data_dir: config.data_dir.clone(),
             durability: config.durability,
             retention: config.retention,
+            max_store_bytes: config.max_store_bytes,
         },
         taskstream::clock::now(),
     )

@@ -2,9 +2,10 @@
 //! child (selected by `TASKSTREAM_STORE_CHILD`) that appends and reports, and the parent kills it,
 //! tears its log, or counts its device flushes.
 //!
-//! - `acknowledged_events_survive_sigkill`: SIGKILL at seeded random moments (seed printed; set
-//!   `TASKSTREAM_CRASH_SEED` to replay), then every acknowledged event is there with the same seq
-//!   and content, seqs are gap-free and tasks that were running end `failed`.
+//! - `acknowledged_events_survive_sigkill`: SIGKILL at seeded random moments, checkpoints and
+//!   index rebuilds included (seed printed; set `TASKSTREAM_CRASH_SEED` to replay), then every
+//!   acknowledged event is there with the same seq and content, seqs are gap-free, tasks that
+//!   were running end `failed`, and one index directory is left.
 //! - `a_torn_log_tail_at_every_offset_recovers_to_the_previous_event`.
 //! - `fdatasync_calls_follow_the_durability_mode`: counts real syscalls with `strace` (skipped,
 //!   saying so, where `strace` is not installed).
@@ -62,6 +63,7 @@ fn open(dir: &Path, mode: Durability) -> Store {
             data_dir: Some(dir.to_owned()),
             durability: mode,
             retention: RetentionPolicy::DEFAULT,
+            max_store_bytes: taskstream::store::DEFAULT_MAX_STORE_BYTES,
         },
         NOW,
     )
@@ -180,7 +182,8 @@ impl Acks {
     }
 }
 
-/// The child: appends from several threads (plus checkpoints and sweeps) until killed.
+/// The child: appends from several threads (plus checkpoints, index rebuilds and sweeps) until
+/// killed.
 fn crash_child(dir: &Path, mode: Durability, run: &str, seed: u64) -> ! {
     let store = Arc::new(open(dir, mode));
     let threads: Vec<_> = (0..4u64)
@@ -210,10 +213,17 @@ fn crash_child(dir: &Path, mode: Durability, run: &str, seed: u64) -> ! {
         .collect();
     let maintenance = {
         let store = Arc::clone(&store);
-        std::thread::spawn(move || loop {
-            std::thread::sleep(Duration::from_millis(7));
-            store.checkpoint().unwrap();
-            store.sweep(NOW);
+        std::thread::spawn(move || {
+            // Every third round rebuilds the index, so that kills also land in rebuilds.
+            for round in 0u64.. {
+                std::thread::sleep(Duration::from_millis(7));
+                if round % 3 == 0 {
+                    store.rebuild_index().unwrap();
+                } else {
+                    store.checkpoint().unwrap();
+                }
+                store.sweep(NOW);
+            }
         })
     };
     for t in threads {
@@ -271,6 +281,7 @@ fn acknowledged_events_survive_sigkill() {
     let mut rng = Rng(seed);
     let dir = tempfile::tempdir().unwrap();
     let mut acks = Acks::default();
+    let mut interrupted_rebuilds = 0;
     let modes = [Durability::Group, Durability::Event, Durability::None];
     let started = Instant::now();
     for iteration in 0..24 {
@@ -305,6 +316,16 @@ fn acknowledged_events_survive_sigkill() {
         }
         let store = open(dir.path(), mode);
         verify(&store, &acks);
+        interrupted_rebuilds += store.recovery().stale_index_dirs;
+        // Whatever rebuild the kill interrupted, one index directory is left.
+        let index_dirs = std::fs::read_dir(dir.path())
+            .unwrap()
+            .filter(|e| {
+                let name = e.as_ref().unwrap().file_name();
+                name.to_str().unwrap().starts_with("index")
+            })
+            .count();
+        assert_eq!(index_dirs, 1, "iteration {iteration} (seed {seed})");
         // Only this child's tasks can have been running.
         let this_run = format!("r{iteration}-");
         for id in &store.recovery().failed_tasks {
@@ -318,10 +339,16 @@ fn acknowledged_events_survive_sigkill() {
     }
     let total: usize = acks.events.values().map(BTreeMap::len).sum();
     println!(
-        "crash test: 24 kills, {} tasks, {total} acknowledged events verified",
+        "crash test: 24 kills ({interrupted_rebuilds} inside an index rebuild), {} tasks, \
+         {total} acknowledged events verified",
         acks.events.len()
     );
     assert!(total >= 24);
+    // The child spends most of its time rebuilding, so some kills land inside a rebuild.
+    assert!(
+        interrupted_rebuilds > 0,
+        "no kill interrupted a rebuild (seed {seed})"
+    );
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -172,7 +172,12 @@ pub fn serve(
 ///
 /// let config = ServeConfig::in_memory();
 /// let store = Store::open(
-///     StoreConfig { data_dir: None, durability: config.durability, retention: config.retention },
+///     StoreConfig {
+///         data_dir: None,
+///         durability: config.durability,
+///         retention: config.retention,
+///         max_store_bytes: config.max_store_bytes,
+///     },
 ///     taskstream::clock::now(),
 /// )?;
 /// let mut conn = Connection::start(config, Arc::new(store), Box::new(std::io::sink()))?;

@@ -211,9 +211,12 @@ impl Shared {
                 result: None,
                 error: None,
             };
-            self.store
-                .create_task(record, now)
-                .map_err(|e| ServerError::Internal(format!("cannot create the task: {e:?}")))?;
+            self.store.create_task(record, now).map_err(|e| match e {
+                AppendError::StoreFull { limit, .. } => {
+                    ServerError::Internal(format!("cannot create the task: {}", store_full(limit)))
+                }
+                e => ServerError::Internal(format!("cannot create the task: {e:?}")),
+            })?;
             let view = self
                 .store
                 .task(&task_id)
@@ -583,6 +586,14 @@ pub(crate) fn lifecycle(view: &TaskView) -> Lifecycle {
     }
 }
 
+/// Why a store that reached its budget refused something, for the client.
+fn store_full(limit: u64) -> String {
+    format!(
+        "the server's retained events already take its storage budget of {limit} bytes \
+         (--max-store-bytes); retention frees it as tasks expire"
+    )
+}
+
 /// A task's sink: appends each event to the store (durable before it returns).
 struct TaskSink<'a> {
     shared: &'a Shared,
@@ -604,6 +615,10 @@ impl Sink for TaskSink<'_> {
             Err(AppendError::Terminal | AppendError::UnknownTask) => Err(Stop::Cancelled),
             Err(AppendError::PayloadTooLarge { size, limit }) => Err(Stop::Refused(format!(
                 "an event payload of {size} bytes exceeds the limit of {limit}"
+            ))),
+            Err(AppendError::StoreFull { limit, .. }) => Err(Stop::Refused(format!(
+                "cannot record an event: {}",
+                store_full(limit)
             ))),
             Err(e) => Err(Stop::Refused(format!("cannot record an event: {e:?}"))),
         }

@@ -1,5 +1,5 @@
 //! The running store: the in-memory task table, appends (seq allocation, log, sled, visibility),
-//! reads, retention and checkpoints.
+//! reads, retention, the store-wide budget, checkpoints and index rebuilds.
 //!
 //! A running task keeps its newest events in a core [`EventRing`] as a read cache (bounded:
 //! [`CACHE_EVENTS`] events in [`CACHE_BYTES`] bytes per running task). An event enters the ring
@@ -9,18 +9,22 @@
 //! Locks, outermost first: a task's `append` lock (held across a whole append), the checkpoint
 //! `gate` (shared by writers from log submission until sled has the change, exclusive while a
 //! checkpoint rotates the log), then short-lived locks (a task's `state`, the task table, the
-//! log's queue). A checkpoint takes only the gate, so it can never wait on itself.
+//! log's queue, the `index` pointer, which only a rebuild holding the gate exclusively
+//! replaces). A checkpoint (and a rebuild, which runs inside one) takes `checkpointing` and
+//! then the gate, never a task's lock, so it can never wait on itself or on a writer.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, RwLock};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use taskstream_core::record::{self, EventRecord, Record};
 use taskstream_core::{EventRing, EventType, Millis, Payload, Retained, RetentionPolicy, Seq};
 
 use super::index::{encode_into, Index};
-use super::wal::Wal;
+use super::layout::{self, Generation};
+use super::wal::{self, Wal};
 use super::{
     lock, lock_read, lock_write, AppendError, ChangeSignal, Durability, RawEvent, StoreError,
     StoreStats, StoredEvent, TaskRecord, TaskStatus, TaskView, STATUS_EVENT_TYPE,
@@ -30,6 +34,18 @@ use super::{
 const CHECKPOINT_EVERY: Duration = Duration::from_secs(5);
 /// Log bytes after which a checkpoint is due at once.
 const CHECKPOINT_BYTES: u64 = 64 << 20;
+/// The least time between the end of one index rebuild and the start of the next.
+const REBUILD_EVERY: Duration = Duration::from_secs(10);
+/// The least time between rebuilds as a multiple of the last rebuild's duration, so that
+/// rebuilding takes at most a tenth of the checkpoint thread's time however large the index.
+const REBUILD_SPACING: u32 = 10;
+/// Bytes of events dropped by the count or age limits that make a rebuild due (when they are
+/// also at least half of what is retained, so that a rebuild copies at most twice what it
+/// clears).
+const REBUILD_MIN_DROPPED: u64 = 1 << 20;
+/// How long a rebuild waits for the old index to be let go (by readers that took it before
+/// the switch, then by sled's threads) before it leaves the directory to a later checkpoint.
+const RETIRE_WAIT: Duration = Duration::from_secs(10);
 
 /// Events a running task's read cache holds at most.
 pub(crate) const CACHE_EVENTS: usize = 128;
@@ -58,6 +74,25 @@ pub(crate) struct SlotState {
     pub(crate) removed: bool,
     /// The newest events, while the task runs.
     pub(crate) cache: Option<Box<Cache>>,
+    /// The size (type plus payload bytes) of each retained event, oldest first: the event
+    /// `earliest + i` at `i`. What the store-wide budget counts, and frees on truncation.
+    pub(crate) sizes: VecDeque<u32>,
+    /// The sum of `sizes`.
+    pub(crate) bytes: u64,
+    /// What the budget counts for the task itself: its stored record's size plus
+    /// [`TASK_OVERHEAD_BYTES`](super::TASK_OVERHEAD_BYTES) (0 until it is created).
+    pub(crate) record_bytes: u64,
+}
+
+impl SlotState {
+    /// Forgets the sizes of the events before `floor`; returns the bytes they took.
+    fn drop_sizes_before(&mut self, floor: Seq) -> u64 {
+        let n = usize::try_from(floor.distance_from(self.earliest)).unwrap_or(usize::MAX);
+        let n = n.min(self.sizes.len());
+        let freed: u64 = self.sizes.drain(..n).map(u64::from).sum();
+        self.bytes = self.bytes.saturating_sub(freed);
+        freed
+    }
 }
 
 impl Slot {
@@ -85,8 +120,29 @@ enum Op {
 pub(crate) struct Inner {
     pub(crate) retention: RetentionPolicy,
     pub(crate) durability: Durability,
-    pub(crate) index: Index,
+    /// The most bytes (types plus payloads) of retained events across all tasks.
+    max_store_bytes: u64,
+    /// What the budget counts: the bytes (types plus payloads) of every retained event and
+    /// each task's record charge, plus those of appends under way (reserved before they are
+    /// logged).
+    stored_bytes: AtomicU64,
+    /// The index in use. A rebuild replaces it (under the exclusive gate); a reader or writer
+    /// takes the `Arc` it finds and keeps it for one operation.
+    index: RwLock<Arc<Index>>,
     pub(crate) wal: Option<Wal>,
+    /// The data dir (none in memory).
+    data_dir: Option<PathBuf>,
+    /// The index directory in use (none in memory). Changed only under `checkpointing`.
+    generation: Mutex<Option<Generation>>,
+    /// Tasks removed since the index was last rebuilt: their payloads are still in its file.
+    removed_since_rebuild: AtomicU64,
+    /// Bytes of events dropped by the count or age limits since the last rebuild, likewise.
+    dropped_since_rebuild: AtomicU64,
+    /// When the last rebuild ended and how long it took, for the rate limit.
+    last_rebuild: Mutex<Option<(Instant, Duration)>>,
+    /// A retired index directory could not be deleted yet; the next checkpoint tries again.
+    stale_left: AtomicBool,
+    rebuilds: AtomicU64,
     /// Shared by writers from log submission until sled has the change; exclusive for a
     /// checkpoint's rotation, which thereby sees every logged record applied.
     gate: RwLock<()>,
@@ -108,16 +164,35 @@ impl Inner {
     pub(crate) fn new(
         retention: RetentionPolicy,
         durability: Durability,
+        max_store_bytes: u64,
         index: Index,
         wal: Option<Wal>,
+        on_disk: Option<(PathBuf, Generation)>,
         tasks: HashMap<String, Arc<Slot>>,
     ) -> Inner {
         let checkpointed = wal.as_ref().map_or(0, Wal::submitted);
+        let (data_dir, generation) = on_disk.unzip();
+        let stored: u64 = tasks
+            .values()
+            .map(|slot| {
+                let st = lock(&slot.state);
+                st.bytes + st.record_bytes
+            })
+            .sum();
         Inner {
             retention,
             durability,
-            index,
+            max_store_bytes,
+            stored_bytes: AtomicU64::new(stored),
+            index: RwLock::new(Arc::new(index)),
             wal,
+            data_dir,
+            generation: Mutex::new(generation),
+            removed_since_rebuild: AtomicU64::new(0),
+            dropped_since_rebuild: AtomicU64::new(0),
+            last_rebuild: Mutex::new(None),
+            stale_left: AtomicBool::new(false),
+            rebuilds: AtomicU64::new(0),
             gate: RwLock::new(()),
             checkpointing: Mutex::new(()),
             tasks: RwLock::new(tasks),
@@ -128,6 +203,11 @@ impl Inner {
             wake: Mutex::new(None),
             wake_cond: Condvar::new(),
         }
+    }
+
+    /// The index in use now.
+    pub(crate) fn index(&self) -> Arc<Index> {
+        Arc::clone(&lock_read(&self.index))
     }
 
     fn slot(&self, task_id: &str) -> Option<Arc<Slot>> {
@@ -143,6 +223,9 @@ impl Inner {
             visible: false,
             removed: false,
             cache: None,
+            sizes: VecDeque::new(),
+            bytes: 0,
+            record_bytes: 0,
         });
         {
             let mut tasks = lock_write(&self.tasks);
@@ -237,9 +320,11 @@ impl Inner {
             return Err(AppendError::Storage(StoreError::Failed));
         }
 
+        let size = (event_type.len() + compact.len()) as u64;
+        let finishing = matches!(op, Op::Finish { .. });
         let slot = self.slot(task_id).ok_or(AppendError::UnknownTask)?;
         let _append = lock(&slot.append);
-        let (seq, earliest, new_record) = {
+        let (seq, earliest, new_record, sizes_front, old_record_bytes) = {
             let st = lock(&slot.state);
             // Only a creation may (and must) find the task not yet visible.
             let must_be_visible = !matches!(op, Op::Create);
@@ -266,7 +351,9 @@ impl Inner {
                     ..st.record.clone()
                 }),
             };
-            (st.next, st.earliest, new_record)
+            // The sizes of the oldest events, which the count limit may push out below.
+            let front: Vec<u32> = st.sizes.iter().take(2).copied().collect();
+            (st.next, st.earliest, new_record, front, st.record_bytes)
         };
         let next = seq
             .next()
@@ -300,6 +387,23 @@ impl Inner {
             task_id,
             before: floor,
         });
+        // One append pushes out at most the one or two events beyond the count limit.
+        let pushed_out = usize::try_from(floor.distance_from(earliest)).unwrap_or(usize::MAX);
+        let events_freed: u64 = sizes_front
+            .iter()
+            .take(pushed_out)
+            .copied()
+            .map(u64::from)
+            .sum();
+        // A creation or an end (re)writes the task's record, which the budget counts too.
+        let new_record_bytes = state
+            .as_ref()
+            .map(|s| super::TASK_OVERHEAD_BYTES + s.len() as u64);
+        let (size, freed) = match new_record_bytes {
+            Some(r) => (size + r, events_freed + old_record_bytes),
+            None => (size, events_freed),
+        };
+        self.reserve(size, freed, finishing)?;
 
         let mut buf = Vec::with_capacity(compact.len() + 128);
         encode_into(&rec, &mut buf).map_err(AppendError::Storage)?;
@@ -314,10 +418,27 @@ impl Inner {
             }
             Ok(())
         })
-        .map_err(AppendError::Storage)?;
+        .map_err(|e| {
+            self.release(size, freed);
+            AppendError::Storage(e)
+        })?;
 
         {
             let mut st = lock(&slot.state);
+            let event_size = (event_type.len() + compact.len()) as u64;
+            st.sizes
+                .push_back(u32::try_from(event_size).unwrap_or(u32::MAX));
+            st.bytes += event_size;
+            if let Some(r) = new_record_bytes {
+                st.record_bytes = r;
+            }
+            let dropped = st.drop_sizes_before(floor);
+            // `freed` looked at the two oldest sizes only; one append pushes out one event.
+            if dropped > events_freed {
+                self.free(dropped - events_freed);
+            }
+            self.dropped_since_rebuild
+                .fetch_add(dropped, Ordering::Relaxed);
             st.next = next;
             st.earliest = floor;
             st.visible = true;
@@ -337,6 +458,45 @@ impl Inner {
         Ok(seq)
     }
 
+    /// Takes `size` bytes of the store-wide budget for an event whose append frees `freed`
+    /// (events the count limit pushes out). A task's creation is refused once the budget is
+    /// spent, an event too when it would overspend it; a task's end never is (it is small, and
+    /// a task must be able to end), nor is an append that frees at least what it takes.
+    fn reserve(&self, size: u64, freed: u64, finishing: bool) -> Result<(), AppendError> {
+        let limit = self.max_store_bytes;
+        let always = finishing || size <= freed;
+        let updated = self
+            .stored_bytes
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |cur| {
+                let new = cur.saturating_sub(freed).saturating_add(size);
+                (always || new <= limit).then_some(new)
+            });
+        match updated {
+            Ok(_) => Ok(()),
+            Err(stored) => Err(AppendError::StoreFull { stored, limit }),
+        }
+    }
+
+    /// Gives back what [`reserve`](Self::reserve) took, for an append that failed.
+    fn release(&self, size: u64, freed: u64) {
+        // Both directions saturate, so a failed append cannot wrap the counter.
+        let _ = self
+            .stored_bytes
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |cur| {
+                Some(cur.saturating_add(freed).saturating_sub(size))
+            });
+    }
+
+    /// Returns `bytes` to the budget (events truncated or removed).
+    fn free(&self, bytes: u64) {
+        self.release(bytes, 0);
+    }
+
+    /// The bytes of retained events now counted against the budget.
+    pub(crate) fn stored_bytes(&self) -> u64 {
+        self.stored_bytes.load(Ordering::Acquire)
+    }
+
     /// Logs `bytes` (durably with `wait`) and applies the change to sled, inside the gate. A
     /// failure of either is fail-stop.
     fn write(
@@ -354,7 +514,7 @@ impl Inner {
                 Some(wal) => wal.submit(bytes, wait).map_err(StoreError::Wal),
                 None => Ok(()),
             }
-            .and_then(|()| apply(&self.index));
+            .and_then(|()| apply(&self.index()));
             if result.is_err() {
                 self.failed.store(true, Ordering::Release);
             }
@@ -427,7 +587,7 @@ impl Inner {
         if n == 1 {
             return Ok(cached);
         }
-        match self.index.event(task_id, seq)? {
+        match self.index().event(task_id, seq)? {
             None => Ok(None),
             Some(raw) => RawEvent::from_index(raw, task_id, seq).map(|e| Some(e.to_stored())),
         }
@@ -458,7 +618,11 @@ impl Inner {
         }
         let mut expected = from;
         let mut n = 0;
-        for raw in self.index.events(task_id, from, retained.next()).take(max) {
+        for raw in self
+            .index()
+            .events(task_id, from, retained.next())
+            .take(max)
+        {
             match RawEvent::from_index(raw?, task_id, expected) {
                 Ok(ev) => push(ev),
                 // A hole: retention dropped these meanwhile. Stop; the caller re-checks the
@@ -531,13 +695,20 @@ impl Inner {
             let mut buf = Vec::new();
             encode_into(&rec, &mut buf)?;
             self.write(&buf, false, |index| index.apply(&rec, &buf))?;
-            lock(&slot.state).removed = true;
+            let freed = {
+                let mut st = lock(&slot.state);
+                st.removed = true;
+                st.sizes = VecDeque::new();
+                std::mem::take(&mut st.bytes) + std::mem::take(&mut st.record_bytes)
+            };
+            self.free(freed);
             lock_write(&self.tasks).remove(id);
+            self.removed_since_rebuild.fetch_add(1, Ordering::Relaxed);
             return Ok(Swept::Removed);
         }
         // Retention by age: events are in time order, so drop from the front.
         let mut floor = earliest;
-        for raw in self.index.events(id, earliest, next) {
+        for raw in self.index().events(id, earliest, next) {
             let raw = raw?;
             let (rec, _) = record::decode(&raw).map_err(StoreError::Record)?;
             let Some(ev) = rec.event() else { break };
@@ -569,10 +740,15 @@ impl Inner {
         // Not waited for: a lost truncation is redone by the next sweep or open.
         self.write(&buf, false, |index| index.apply(&rec, &buf))?;
         let mut st = lock(&slot.state);
+        let freed = st.drop_sizes_before(floor);
         st.earliest = floor;
         if let Some(cache) = &mut st.cache {
             cache.evict_before(floor);
         }
+        drop(st);
+        self.free(freed);
+        self.dropped_since_rebuild
+            .fetch_add(freed, Ordering::Relaxed);
         Ok(Swept::Truncated)
     }
 
@@ -597,8 +773,25 @@ impl Inner {
         Ok(())
     }
 
-    /// Rotates the log, flushes sled to the device, then deletes the log before the rotation.
+    /// Rotates the log, flushes sled to the device, then deletes the log before the rotation;
+    /// then rebuilds the index if tasks were removed (or enough events dropped) and the rate
+    /// limit allows.
     pub(crate) fn checkpoint(&self) -> Result<(), StoreError> {
+        self.checkpoint_then(Rebuild::IfDue)
+    }
+
+    /// The last checkpoint, on close: rebuilds the index whenever one is due but for the rate
+    /// limit, so that a clean stop leaves no removed task's payload on disk.
+    pub(crate) fn close(&self) -> Result<(), StoreError> {
+        self.checkpoint_then(Rebuild::IfGarbage)
+    }
+
+    /// A checkpoint followed by an index rebuild, whatever the rate limit says.
+    pub(crate) fn rebuild_index(&self) -> Result<(), StoreError> {
+        self.checkpoint_then(Rebuild::Now)
+    }
+
+    fn checkpoint_then(&self, rebuild: Rebuild) -> Result<(), StoreError> {
         let Some(wal) = &self.wal else {
             return Ok(());
         };
@@ -609,14 +802,207 @@ impl Inner {
                 return Err(StoreError::Failed);
             }
             let lsn = wal.rotate()?;
-            self.index.set_checkpoint(lsn)?;
+            self.index().set_checkpoint(lsn)?;
             lsn
         };
-        self.index.flush(self.durability != Durability::None)?;
+        self.index().flush(self.durability != Durability::None)?;
         wal.delete_before(lsn)?;
         self.checkpointed.store(lsn, Ordering::Relaxed);
         self.checkpoints.fetch_add(1, Ordering::Relaxed);
+        if self.stale_left.swap(false, Ordering::Relaxed) {
+            self.delete_stale_dirs();
+        }
+        if self.rebuild_wanted(rebuild) {
+            self.rebuild(wal, lsn)?;
+        }
         Ok(())
+    }
+
+    /// Whether to rebuild the index now.
+    fn rebuild_wanted(&self, rebuild: Rebuild) -> bool {
+        if self.data_dir.is_none() {
+            return false;
+        }
+        let dropped = self.dropped_since_rebuild.load(Ordering::Relaxed);
+        let garbage = self.removed_since_rebuild.load(Ordering::Relaxed) > 0
+            || dropped >= REBUILD_MIN_DROPPED.max(self.stored_bytes() / 2);
+        match rebuild {
+            Rebuild::Now => true,
+            Rebuild::IfGarbage => garbage,
+            Rebuild::IfDue => {
+                garbage
+                    && lock(&self.last_rebuild).is_none_or(|(end, took)| {
+                        end.elapsed() >= REBUILD_EVERY.max(took * REBUILD_SPACING)
+                    })
+            }
+        }
+    }
+
+    /// Rebuilds the index into a fresh sled directory holding only live data, so that what
+    /// retention removed is gone from every file of the data dir. The caller holds
+    /// `checkpointing` and has just checkpointed at `lsn`: the current index is durable up to
+    /// there and the log holds everything after it.
+    ///
+    /// 1. Copy the current index into `index.<n+1>/` while writers go on applying to the
+    ///    current one (and logging).
+    /// 2. Under the exclusive gate: rotate the log at `end`, replay the records logged since
+    ///    `lsn` into the new index, record `end` as its checkpoint, and make it the index in
+    ///    use. Writers wait only for this replay.
+    /// 3. Flush the new index to the device, switch `INDEX` to it (the commit point), delete
+    ///    the log before `end`, then the old directory.
+    ///
+    /// A crash before the switch restarts from the old index and the whole log since `lsn`
+    /// (still there: nothing before `end` is deleted until after the switch); a crash after it
+    /// restarts from the new index, durable up to `end`. Either way the other directory is
+    /// deleted at open.
+    fn rebuild(&self, wal: &Wal, lsn: u64) -> Result<(), StoreError> {
+        let (Some(data_dir), Some(current)) = (&self.data_dir, lock(&self.generation).clone())
+        else {
+            return Ok(());
+        };
+        let started = Instant::now();
+        let removed = self.removed_since_rebuild.swap(0, Ordering::Relaxed);
+        let dropped = self.dropped_since_rebuild.swap(0, Ordering::Relaxed);
+        let next = current.next(data_dir);
+        let result = self.rebuild_into(wal, lsn, data_dir, &next);
+        let took = started.elapsed();
+        *lock(&self.last_rebuild) = Some((Instant::now(), took));
+        match result {
+            Ok(done) => {
+                self.rebuilds.fetch_add(1, Ordering::Relaxed);
+                *lock(&self.generation) = Some(next);
+                crate::log::log!(
+                    Info,
+                    "index rebuilt without {removed} removed task(s) and {dropped} bytes of dropped \
+                     events: {} events copied, {} records replayed, {} ms in all, writers held {} ms",
+                    done.copied,
+                    done.replayed,
+                    took.as_millis(),
+                    done.blocked.as_millis()
+                );
+                self.retire(done.old);
+                Ok(())
+            }
+            Err(e) => {
+                // The removed tasks are still in the old index: the next rebuild is for them.
+                self.removed_since_rebuild
+                    .fetch_add(removed, Ordering::Relaxed);
+                self.dropped_since_rebuild
+                    .fetch_add(dropped, Ordering::Relaxed);
+                crate::log::log!(Warn, "index rebuild failed: {e}");
+                if !self.failed.load(Ordering::Acquire) {
+                    // Not switched: the new directory is garbage, for now or for the next open.
+                    let _ = std::fs::remove_dir_all(&next.dir);
+                }
+                Err(e)
+            }
+        }
+    }
+
+    fn rebuild_into(
+        &self,
+        wal: &Wal,
+        lsn: u64,
+        data_dir: &Path,
+        next: &Generation,
+    ) -> Result<Rebuilt, StoreError> {
+        let sync = self.durability != Durability::None;
+        // Left by an earlier attempt that failed.
+        if next.dir.exists() {
+            std::fs::remove_dir_all(&next.dir).map_err(StoreError::io("deleting", &next.dir))?;
+        }
+        super::fsutil::create_private_dir(&next.dir)
+            .map_err(StoreError::io("creating", &next.dir))?;
+        if sync {
+            super::fsutil::sync_dir(data_dir).map_err(StoreError::io("fsync of", data_dir))?;
+        }
+        let new = Arc::new(Index::open(Some(&next.dir))?);
+        let old = self.index();
+        let copied = new.copy_from(&old)?;
+        let (end, replayed, blocked) = {
+            let _gate = lock_write(&self.gate);
+            let held = Instant::now();
+            if self.failed.load(Ordering::Acquire) {
+                return Err(StoreError::Failed);
+            }
+            let end = wal.rotate()?;
+            let replayed =
+                wal::read_range(wal.dir(), lsn, end, StoreError::Corrupt, |rec, raw| {
+                    new.replay(rec, raw)
+                })?;
+            new.set_checkpoint(end)?;
+            *lock_write(&self.index) = Arc::clone(&new);
+            (end, replayed, held.elapsed())
+        };
+        // The new index takes every write from here on, but a restart still opens the old one
+        // (and replays the log since `lsn`) until the switch; a failure now leaves the two
+        // apart, so it stops the store rather than let a later checkpoint delete that log.
+        let switched = new
+            .flush(sync)
+            .and_then(|()| layout::switch(data_dir, next, sync));
+        if let Err(e) = switched {
+            self.failed.store(true, Ordering::Release);
+            return Err(e);
+        }
+        wal.delete_before(end)?;
+        self.checkpointed.store(end, Ordering::Relaxed);
+        Ok(Rebuilt {
+            old,
+            copied,
+            replayed,
+            blocked,
+        })
+    }
+
+    /// Deletes the directory of a replaced index once nothing uses it: readers that took it
+    /// before the switch finish their read, then sled's own threads let go of its file.
+    fn retire(&self, old: Arc<Index>) {
+        let Some(dir) = old.dir().map(Path::to_owned) else {
+            return;
+        };
+        let deadline = Instant::now() + RETIRE_WAIT;
+        let mut old = old;
+        loop {
+            match Arc::try_unwrap(old) {
+                Ok(index) => {
+                    drop(index);
+                    break;
+                }
+                Err(still_shared) if Instant::now() < deadline => {
+                    old = still_shared;
+                    std::thread::sleep(Duration::from_millis(1));
+                }
+                Err(_) => {
+                    self.stale_left.store(true, Ordering::Relaxed);
+                    return;
+                }
+            }
+        }
+        if !delete_released(&dir, deadline) {
+            self.stale_left.store(true, Ordering::Relaxed);
+        } else if self.durability != Durability::None {
+            if let Some(data_dir) = &self.data_dir {
+                // Best effort: a lost deletion is redone at open.
+                let _ = super::fsutil::sync_dir(data_dir);
+            }
+        }
+    }
+
+    /// Deletes the index directories that are not in use and that sled has let go of.
+    fn delete_stale_dirs(&self) {
+        let (Some(data_dir), Some(current)) = (&self.data_dir, lock(&self.generation).clone())
+        else {
+            return;
+        };
+        let Ok(stale) = layout::stale_dirs(data_dir, &current) else {
+            self.stale_left.store(true, Ordering::Relaxed);
+            return;
+        };
+        for dir in stale {
+            if !delete_released(&dir, Instant::now()) {
+                self.stale_left.store(true, Ordering::Relaxed);
+            }
+        }
     }
 
     /// The checkpoint thread's loop: checkpoints every [`CHECKPOINT_EVERY`] when the log grew,
@@ -643,7 +1029,7 @@ impl Inner {
                 .wal
                 .as_ref()
                 .is_some_and(|w| w.submitted() > self.checkpointed.load(Ordering::Relaxed));
-            if grown {
+            if grown || self.rebuild_wanted(Rebuild::IfDue) {
                 // A failed checkpoint keeps the log; the next one retries.
                 let _ = self.checkpoint();
             }
@@ -667,7 +1053,52 @@ impl Inner {
         StoreStats {
             wal: self.wal.as_ref().map(Wal::stats).unwrap_or_default(),
             checkpoints: self.checkpoints.load(Ordering::Relaxed),
+            index_rebuilds: self.rebuilds.load(Ordering::Relaxed),
         }
+    }
+}
+
+/// When a checkpoint rebuilds the index.
+#[derive(Clone, Copy)]
+enum Rebuild {
+    /// When tasks were removed (or enough events dropped) since the last rebuild, and the rate
+    /// limit allows.
+    IfDue,
+    /// When tasks were removed (or enough events dropped) since the last rebuild.
+    IfGarbage,
+    /// Always.
+    Now,
+}
+
+/// What a rebuild did.
+struct Rebuilt {
+    /// The index it replaced.
+    old: Arc<Index>,
+    /// Events copied from it.
+    copied: u64,
+    /// Log records replayed into the new index.
+    replayed: u64,
+    /// How long writers waited.
+    blocked: Duration,
+}
+
+/// Deletes an index directory once sled no longer holds the lock on its file (waiting until
+/// `deadline`); returns whether it is gone.
+fn delete_released(dir: &Path, deadline: Instant) -> bool {
+    let db = dir.join("db");
+    loop {
+        let released = match std::fs::File::open(&db) {
+            Ok(file) => file.try_lock().is_ok(),
+            // No file: nothing holds it.
+            Err(_) => true,
+        };
+        if released {
+            return std::fs::remove_dir_all(dir).is_ok() || !dir.exists();
+        }
+        if Instant::now() >= deadline {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(5));
     }
 }
 

@@ -1,4 +1,6 @@
-//! The sled store behind the log: the materialised state that reads are served from.
+//! The sled store behind the log: the materialised state that reads are served from. In
+//! memory (`--in-memory`) the same trees are ordered maps in process memory (`tree`), and
+//! nothing is written anywhere.
 //!
 //! Trees:
 //! - `events`: `[task id length: u8][task id][seq: u64 big endian]` → the event's core record
@@ -21,83 +23,105 @@ use std::path::{Path, PathBuf};
 use taskstream_core::record::{self, EventRecord, Record};
 use taskstream_core::Seq;
 
+use std::ops::Bound;
+
 use super::fsutil;
+use super::tree::Tree;
 use super::StoreError;
 
 const CHECKPOINT_KEY: &[u8] = b"checkpoint";
 /// sled's page cache size.
 const CACHE_BYTES: u64 = 64 << 20;
 
-/// The sled database and its trees.
+/// The sled database (none in memory) and its trees.
 pub(crate) struct Index {
-    db: sled::Db,
-    events: sled::Tree,
-    tasks: sled::Tree,
-    floors: sled::Tree,
-    meta: sled::Tree,
+    db: Option<sled::Db>,
+    events: Tree,
+    tasks: Tree,
+    floors: Tree,
+    meta: Tree,
     /// sled's directory and data file, for `fdatasync` (none when temporary).
     files: Option<(PathBuf, File)>,
 }
 
 impl Index {
-    /// Opens (or creates) the database in `dir`, or a temporary one that lives in memory.
+    /// Opens (or creates) the database in `dir`, or with `None` an empty index in process
+    /// memory (see `tree`).
     pub(crate) fn open(dir: Option<&Path>) -> Result<Index, StoreError> {
+        let Some(dir) = dir else {
+            // In-memory stores of earlier versions kept sled files in scratch directories;
+            // those of processes that died without removing theirs are reaped here.
+            reap_dead_scratch_dirs(&scratch_base());
+            return Ok(Index {
+                db: None,
+                events: Tree::memory(),
+                tasks: Tree::memory(),
+                floors: Tree::memory(),
+                meta: Tree::memory(),
+                files: None,
+            });
+        };
         let config = sled::Config::new()
             .cache_capacity(CACHE_BYTES)
             // Checkpoints flush; sled's own timer thread would only add device flushes.
-            .flush_every_ms(None);
-        let config = match dir {
-            Some(dir) => config.path(dir),
-            None => config.path(private_scratch_dir()?).temporary(true),
-        };
+            .flush_every_ms(None)
+            .path(dir);
         let db = open_when_released(&config)?;
         let tree = |name: &str| {
             db.open_tree(name)
+                .map(Tree::Sled)
                 .map_err(|e| StoreError::index("opening a tree of", e))
         };
-        let files = match dir {
-            Some(dir) => {
-                fsutil::restrict_tree(dir).map_err(StoreError::io("restricting", dir))?;
-                let path = dir.join("db");
-                let file = File::open(&path).map_err(StoreError::io("opening", &path))?;
-                Some((dir.to_owned(), file))
-            }
-            None => None,
-        };
+        fsutil::restrict_tree(dir).map_err(StoreError::io("restricting", dir))?;
+        let path = dir.join("db");
+        let file = File::open(&path).map_err(StoreError::io("opening", &path))?;
         Ok(Index {
             events: tree("events")?,
             tasks: tree("tasks")?,
             floors: tree("floors")?,
             meta: tree("meta")?,
-            db,
-            files,
+            db: Some(db),
+            files: Some((dir.to_owned(), file)),
         })
     }
 
     /// Applies one log record (a blind write; see the module docs); `raw` is its encoding.
     pub(crate) fn apply(&self, rec: &Record<'_>, raw: &[u8]) -> Result<(), StoreError> {
+        self.apply_from(rec, raw, false)
+    }
+
+    /// Applies one log record replayed over a state that may be ahead of it (recovery, or an
+    /// index rebuild replaying what changed during its copy). A truncation then deletes every
+    /// event of the task below its new floor, not just those from the current floor on: the
+    /// floor stored may be a later one than the record's, and an event the replay put back
+    /// below it must still go.
+    pub(crate) fn replay(&self, rec: &Record<'_>, raw: &[u8]) -> Result<(), StoreError> {
+        self.apply_from(rec, raw, true)
+    }
+
+    fn apply_from(&self, rec: &Record<'_>, raw: &[u8], from_zero: bool) -> Result<(), StoreError> {
         match rec {
             Record::Event(event) => {
                 self.events
-                    .insert(event_key(event.task_id, event.seq), raw)
+                    .insert(&event_key(event.task_id, event.seq), raw)
                     .map_err(|e| StoreError::index("writing an event", e))?;
                 Ok(())
             }
             Record::Transition { event, state } => {
                 self.tasks
-                    .insert(event.task_id.as_bytes(), *state)
+                    .insert(event.task_id.as_bytes(), state)
                     .map_err(|e| StoreError::index("writing a task", e))?;
                 self.put_event(event)
             }
             Record::Truncate { task_id, before } => {
-                self.delete_events(task_id, Some(*before))?;
+                self.delete_events(task_id, Some(*before), from_zero)?;
                 self.floors
                     .insert(task_id.as_bytes(), &before.get().to_be_bytes())
                     .map_err(|e| StoreError::index("writing a floor", e))?;
                 Ok(())
             }
             Record::Remove { task_id } => {
-                self.delete_events(task_id, None)?;
+                self.delete_events(task_id, None, true)?;
                 self.floors
                     .remove(task_id.as_bytes())
                     .map_err(|e| StoreError::index("removing a floor", e))?;
@@ -112,42 +136,46 @@ impl Index {
     fn put_event(&self, event: &EventRecord<'_>) -> Result<(), StoreError> {
         let value = encode(&Record::Event(*event))?;
         self.events
-            .insert(event_key(event.task_id, event.seq), value)
+            .insert(&event_key(event.task_id, event.seq), &value)
             .map_err(|e| StoreError::index("writing an event", e))?;
         Ok(())
     }
 
-    /// Deletes the events of a task before `before` (all with `None`).
-    fn delete_events(&self, task_id: &str, before: Option<Seq>) -> Result<(), StoreError> {
-        // Everything below the floor is already gone: start there, so that trimming one event
-        // from a long-lived task costs the same as from a new one.
-        let from = event_key(task_id, self.floor(task_id)?);
-        let keys: Vec<sled::IVec> = match before {
+    /// Deletes the events of a task before `before` (all with `None`), from seq 0 with
+    /// `from_zero`, else from its floor.
+    fn delete_events(
+        &self,
+        task_id: &str,
+        before: Option<Seq>,
+        from_zero: bool,
+    ) -> Result<(), StoreError> {
+        // Everything below the floor is already gone from a state built in order: start there,
+        // so that trimming one event from a long-lived task costs the same as from a new one.
+        let start = if from_zero {
+            Seq::ZERO
+        } else {
+            self.floor(task_id)?
+        };
+        let from = event_key(task_id, start);
+        let keys = match before {
             Some(before) => self
                 .events
-                .range(from..event_key(task_id, before))
-                .keys()
-                .collect::<Result<_, _>>(),
-            None => self
-                .events
-                .scan_prefix(task_prefix(task_id))
-                .keys()
-                .collect::<Result<_, _>>(),
+                .keys(&from, Bound::Excluded(&event_key(task_id, before))),
+            None => self.events.prefix_keys(&task_prefix(task_id)),
         }
         .map_err(|e| StoreError::index("listing events of", e))?;
-        let mut batch = sled::Batch::default();
-        for key in keys {
-            batch.remove(key);
+        if keys.is_empty() {
+            return Ok(());
         }
         self.events
-            .apply_batch(batch)
+            .remove_all(keys)
             .map_err(|e| StoreError::index("deleting events", e))
     }
 
     /// The stored event `seq` of a task: its raw record.
     pub(crate) fn event(&self, task_id: &str, seq: Seq) -> Result<Option<sled::IVec>, StoreError> {
         self.events
-            .get(event_key(task_id, seq))
+            .get(&event_key(task_id, seq))
             .map_err(|e| StoreError::index("reading an event", e))
     }
 
@@ -159,20 +187,16 @@ impl Index {
         to: Seq,
     ) -> impl Iterator<Item = Result<sled::IVec, StoreError>> {
         self.events
-            .range(event_key(task_id, from)..event_key(task_id, to))
-            .values()
+            .values(&event_key(task_id, from), &event_key(task_id, to))
             .map(|v| v.map_err(|e| StoreError::index("reading events", e)))
     }
 
     /// The first and last stored seq of a task, if it has any event.
     pub(crate) fn bounds(&self, task_id: &str) -> Result<Option<(Seq, Seq)>, StoreError> {
-        let mut range = self.events.scan_prefix(task_prefix(task_id)).keys();
-        let first = range.next().transpose();
-        let last = range.next_back().transpose();
-        let (first, last) = match (first, last) {
-            (Ok(first), Ok(last)) => (first, last),
-            (Err(e), _) | (_, Err(e)) => return Err(StoreError::index("reading events", e)),
-        };
+        let (first, last) = self
+            .events
+            .prefix_bounds(&task_prefix(task_id))
+            .map_err(|e| StoreError::index("reading events", e))?;
         let Some(first) = first else {
             return Ok(None);
         };
@@ -200,12 +224,27 @@ impl Index {
 
     /// Every stored task: id and JSON record.
     pub(crate) fn tasks(&self) -> impl Iterator<Item = Result<(String, sled::IVec), StoreError>> {
-        self.tasks.iter().map(|item| {
+        self.tasks.entries().map(|item| {
             let (k, v) = item.map_err(|e| StoreError::index("reading tasks", e))?;
             let id = String::from_utf8(k.to_vec())
                 .map_err(|_| StoreError::corrupt("a task id is not UTF-8".to_owned()))?;
             Ok((id, v))
         })
+    }
+
+    /// Copies every task, floor and event of `from` into this (empty) index, in batches, and
+    /// returns how many events it copied. `from` may change meanwhile: the copy is then a mix of
+    /// its states, which the caller brings up to date by [`replay`](Self::replay)ing every record
+    /// logged since the copy began (every record is a blind write of keys it names).
+    pub(crate) fn copy_from(&self, from: &Index) -> Result<u64, StoreError> {
+        copy_tree(&from.tasks, &self.tasks)?;
+        copy_tree(&from.floors, &self.floors)?;
+        copy_tree(&from.events, &self.events)
+    }
+
+    /// sled's directory (none when temporary).
+    pub(crate) fn dir(&self) -> Option<&Path> {
+        self.files.as_ref().map(|(dir, _)| dir.as_path())
     }
 
     /// The LSN recovery replays from.
@@ -231,9 +270,9 @@ impl Index {
     /// Makes everything applied so far durable: sled's flush, then (with `sync`) `fdatasync` of
     /// its data file and `fsync` of its directory.
     pub(crate) fn flush(&self, sync: bool) -> Result<(), StoreError> {
-        self.db
-            .flush()
-            .map_err(|e| StoreError::index("flushing", e))?;
+        if let Some(db) = &self.db {
+            db.flush().map_err(|e| StoreError::index("flushing", e))?;
+        }
         if let (true, Some((dir, file))) = (sync, &self.files) {
             file.sync_data()
                 .map_err(StoreError::io("fdatasync of", &dir.join("db")))?;
@@ -243,6 +282,24 @@ impl Index {
         }
         Ok(())
     }
+}
+
+/// Copies every entry of `src` into `dst` in batches; returns how many it copied.
+fn copy_tree(src: &Tree, dst: &Tree) -> Result<u64, StoreError> {
+    const BATCH: usize = 1024;
+    let mut batch = Vec::with_capacity(BATCH);
+    let mut copied = 0;
+    for item in src.entries() {
+        batch.push(item.map_err(|e| StoreError::index("reading for a rebuild", e))?);
+        copied += 1;
+        if batch.len() == BATCH {
+            dst.insert_all(std::mem::replace(&mut batch, Vec::with_capacity(BATCH)))
+                .map_err(|e| StoreError::index("writing a rebuild", e))?;
+        }
+    }
+    dst.insert_all(batch)
+        .map_err(|e| StoreError::index("writing a rebuild", e))?;
+    Ok(copied)
 }
 
 fn encode(rec: &Record<'_>) -> Result<Vec<u8>, StoreError> {
@@ -297,24 +354,15 @@ fn read_u64(bytes: &[u8]) -> Option<u64> {
 /// The prefix of the scratch directories of in-memory stores.
 const SCRATCH_PREFIX: &str = "taskstream-mem-";
 
-/// A fresh owner-only (0700) directory for an in-memory store's sled files, on a memory-backed
-/// file system where there is one (`/dev/shm`). sled deletes it when the store is dropped; the
-/// directories of processes that died without dropping theirs (kill -9) are reaped here, so
-/// they cannot pile up, and no other local user can read payloads from them meanwhile.
-fn private_scratch_dir() -> Result<PathBuf, StoreError> {
+/// Where in-memory stores of earlier versions kept their sled files: a memory-backed file
+/// system where there is one (`/dev/shm`), else the temp dir.
+fn scratch_base() -> PathBuf {
     let shm = Path::new("/dev/shm");
-    let base = if shm.is_dir() {
+    if shm.is_dir() {
         shm.to_owned()
     } else {
         std::env::temp_dir()
-    };
-    reap_dead_scratch_dirs(&base);
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos());
-    let dir = base.join(format!("{SCRATCH_PREFIX}{}-{nanos}", std::process::id()));
-    fsutil::create_private_dir(&dir).map_err(StoreError::io("creating", &dir))?;
-    Ok(dir)
+    }
 }
 
 /// Removes the scratch directories under `base` whose process no longer exists. Best effort:

@@ -18,12 +18,15 @@
 //! | `wal` | the write-ahead log: segment files of core records, `fdatasync`, group commit, torn-tail recovery |
 //! | `raw` | [`RawEvent`]: an event read without copying it out of sled |
 //! | `index` | sled: the materialised state reads come from (events, task records, retention floors, the checkpoint LSN) |
-//! | `engine` | the in-memory task table, per-task append locks, retention, checkpoints |
+//! | `tree` | one tree of the index: a sled tree, or (`--in-memory`) an ordered map in process memory |
+//! | `layout` | which index directory is in use (`INDEX`), the atomic switch to a rebuilt one, deleting stale ones |
+//! | `engine` | the in-memory task table, per-task append locks, retention, checkpoints, index rebuilds |
 //! | `recovery` | [`Store::open`]: lock, replay the log into sled, rebuild, fail the tasks that were running |
 //! | `fsutil` | owner-only files and dirs, directory fsync, the data dir lock |
 //!
 //! On disk (`DATA_DIR`, mode 0700, files 0600): `LOCK` (flock: one server per data dir),
-//! `wal/<LSN>.wal` (the log since the last checkpoint), `index/` (sled).
+//! `wal/<LSN>.wal` (the log since the last checkpoint), `index/` or `index.<n>/` (sled) and
+//! `INDEX` (which index dir is in use, once there has been a rebuild).
 //!
 //! Every change is a core log record (`taskstream_core::record`), written to the log first and
 //! then applied to sled. An append holds its task's lock across seq allocation, the log write,
@@ -32,13 +35,19 @@
 //! 64 MiB of log) rotates the log, flushes sled and `fdatasync`s its file, then deletes the log
 //! segments before the rotation. Recovery replays the log from the checkpoint into sled; every
 //! record is a blind write, so replaying what sled already has is harmless.
+//!
+//! sled keeps removed values in its file until it rewrites their segment, so after retention
+//! removed tasks a checkpoint rebuilds the index into a fresh directory and switches to it
+//! atomically (`engine::Inner::rebuild`, `layout`): removed payloads leave the disk.
 
 mod engine;
 mod error;
 mod fsutil;
 mod index;
+mod layout;
 mod raw;
 mod recovery;
+mod tree;
 mod wal;
 
 use std::fs::File;
@@ -78,7 +87,20 @@ pub struct StoreConfig {
     pub durability: Durability,
     /// What is retained.
     pub retention: RetentionPolicy,
+    /// The most bytes the store keeps: the event types plus compact payloads of retained events
+    /// across all tasks, plus for each task its stored record and [`TASK_OVERHEAD_BYTES`];
+    /// beyond it new events and new tasks are refused ([`AppendError::StoreFull`]) until
+    /// retention frees some. [`DEFAULT_MAX_STORE_BYTES`] unless told otherwise.
+    pub max_store_bytes: u64,
 }
+
+/// The default of [`StoreConfig::max_store_bytes`] (`--max-store-bytes`): 1 GiB.
+pub const DEFAULT_MAX_STORE_BYTES: u64 = 1 << 30;
+
+/// What the budget counts for each task besides its events and its stored record: about what
+/// its bookkeeping (the task table's entry, its record in memory, its locks) costs, measured,
+/// so that creating tasks that emit nothing is bounded too.
+pub const TASK_OVERHEAD_BYTES: u64 = 2048;
 
 /// The status of a task (SEP-1686 / SEP-2663 share these names).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -186,6 +208,14 @@ pub enum AppendError {
         /// The limit.
         limit: u32,
     },
+    /// The retained events of all tasks already take the store-wide budget
+    /// ([`StoreConfig::max_store_bytes`]); the event (or the new task) was not stored.
+    StoreFull {
+        /// The bytes counted when it was refused.
+        stored: u64,
+        /// The budget.
+        limit: u64,
+    },
     /// Storage failed; the event was not appended.
     Storage(StoreError),
 }
@@ -267,6 +297,9 @@ pub struct RecoveryReport {
     /// Whether log segments between the last checkpoint and the first remaining segment were
     /// missing (data written in that span is lost).
     pub wal_gap: bool,
+    /// Index directories other than the one in use, deleted: what an index rebuild that was
+    /// interrupted left (a half-built new one, or the old one it had switched away from).
+    pub stale_index_dirs: usize,
     /// Tasks recovered.
     pub tasks: usize,
     /// Tasks that were running when the previous process stopped; each now ends as `failed`
@@ -281,6 +314,8 @@ pub struct StoreStats {
     pub wal: WalStats,
     /// Checkpoints completed (each a sled flush plus `fdatasync` of sled's file).
     pub checkpoints: u64,
+    /// Index rebuilds completed (each a fresh sled directory holding only live data).
+    pub index_rebuilds: u64,
 }
 
 /// The message of the terminal status event of a task that was running when the server
@@ -433,9 +468,29 @@ impl Store {
         self.inner.checkpoint()
     }
 
+    /// Checkpoints, then rebuilds the index into a fresh directory that holds only what is
+    /// retained, and deletes the old one. Checkpoints do this by themselves after retention
+    /// removed tasks, or dropped at least 1 MiB of events and half as much as is retained (at
+    /// most every 10 s, and at most a tenth of the time); this is for tests and tools. Does
+    /// nothing in memory, where removed data is freed at once.
+    ///
+    /// # Errors
+    /// [`StoreError`] if the checkpoint or the rebuild fails. A failure before the new index is
+    /// switched to leaves the old one in use; one after it stops the store (fail-stop).
+    pub fn rebuild_index(&self) -> Result<(), StoreError> {
+        self.inner.rebuild_index()
+    }
+
     /// What [`open`](Self::open) recovered.
     pub fn recovery(&self) -> &RecoveryReport {
         &self.report
+    }
+
+    /// The bytes counted against [`StoreConfig::max_store_bytes`]: the event types plus
+    /// compact payloads of every retained event, and for each task its stored record plus
+    /// [`TASK_OVERHEAD_BYTES`].
+    pub fn stored_bytes(&self) -> u64 {
+        self.inner.stored_bytes()
     }
 
     /// Counters of what storage did so far.
@@ -451,9 +506,9 @@ impl Drop for Store {
             // A panicked checkpointer has nothing left to clean up.
             let _ = thread.join();
         }
-        // A clean close leaves sled flushed and the log short; a failure here only means the
-        // next open replays more.
-        let _ = self.inner.checkpoint();
+        // A clean close leaves sled flushed, the log short and no removed task in the index;
+        // a failure here only means the next open replays (or rebuilds) more.
+        let _ = self.inner.close();
     }
 }
 

@@ -2,14 +2,15 @@
 //! settle what the previous process left: running tasks end as `failed` with a terminal status
 //! event, retention is applied, and a checkpoint leaves a short log.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 
-use taskstream_core::{Millis, Seq};
+use taskstream_core::{record, Millis, Seq};
 
 use super::engine::{Inner, Slot, SlotState};
 use super::fsutil::{self, LockError};
 use super::index::Index;
+use super::layout;
 use super::wal::{self, Recovered, Wal};
 use super::{
     Durability, RecoveryReport, Store, StoreConfig, StoreError, TaskRecord, TaskStatus,
@@ -17,8 +18,15 @@ use super::{
 };
 
 pub(crate) fn open(config: StoreConfig, now: Millis) -> Result<Store, StoreError> {
-    let (index, wal, lock, recovered) = match &config.data_dir {
-        None => (Index::open(None)?, None, None, Recovered::default()),
+    let (index, wal, on_disk, lock, recovered, stale) = match &config.data_dir {
+        None => (
+            Index::open(None)?,
+            None,
+            None,
+            None,
+            Recovered::default(),
+            0,
+        ),
         Some(dir) => {
             fsutil::create_private_dir(dir).map_err(StoreError::io("creating", dir))?;
             let lock = match fsutil::lock_file(&dir.join("LOCK")) {
@@ -28,18 +36,26 @@ pub(crate) fn open(config: StoreConfig, now: Millis) -> Result<Store, StoreError
                     return Err(StoreError::io("locking", &dir.join("LOCK"))(e));
                 }
             };
-            let index_dir = dir.join("index");
+            let sync = config.durability != Durability::None;
+            let (generation, stale) = layout::open(dir, sync)?;
             let wal_dir = dir.join("wal");
-            for d in [&index_dir, &wal_dir] {
+            for d in [&generation.dir, &wal_dir] {
                 fsutil::create_private_dir(d).map_err(StoreError::io("creating", d))?;
             }
-            let index = Index::open(Some(&index_dir))?;
-            let sync = config.durability != Durability::None;
+            let index = Index::open(Some(&generation.dir))?;
             let checkpoint = index.checkpoint()?;
-            let recovered =
-                wal::recover(&wal_dir, checkpoint, sync, |rec, raw| index.apply(rec, raw))?;
+            let recovered = wal::recover(&wal_dir, checkpoint, sync, |rec, raw| {
+                index.replay(rec, raw)
+            })?;
             let wal = Wal::open(&wal_dir, config.durability, recovered.end)?;
-            (index, Some(wal), Some(lock), recovered)
+            (
+                index,
+                Some(wal),
+                Some((dir.clone(), generation)),
+                Some(lock),
+                recovered,
+                stale,
+            )
         }
     };
     let tasks = load_tasks(&index)?;
@@ -48,6 +64,7 @@ pub(crate) fn open(config: StoreConfig, now: Millis) -> Result<Store, StoreError
         torn_tail: recovered.torn,
         discarded_bytes: recovered.discarded_bytes,
         wal_gap: recovered.gap,
+        stale_index_dirs: stale,
         tasks: tasks.len(),
         failed_tasks: Vec::new(),
     };
@@ -59,8 +76,10 @@ pub(crate) fn open(config: StoreConfig, now: Millis) -> Result<Store, StoreError
     let inner = Arc::new(Inner::new(
         config.retention,
         config.durability,
+        config.max_store_bytes,
         index,
         wal,
+        on_disk,
         tasks,
     ));
     inner.enforce_count_limits()?;
@@ -107,6 +126,37 @@ pub(crate) fn open(config: StoreConfig, now: Millis) -> Result<Store, StoreError
     })
 }
 
+/// The sizes (type plus payload bytes) of the events `earliest .. next` of a task, for the
+/// store-wide budget; a seq with no stored event counts 0.
+fn event_sizes(
+    index: &Index,
+    id: &str,
+    earliest: Seq,
+    next: Seq,
+) -> Result<VecDeque<u32>, StoreError> {
+    let mut sizes = VecDeque::new();
+    let mut expected = earliest;
+    for raw in index.events(id, earliest, next) {
+        let raw = raw?;
+        let (rec, _) = record::decode_written(&raw).map_err(StoreError::Record)?;
+        let Some(ev) = rec.event() else {
+            return Err(StoreError::Corrupt(format!("an event of task {id:?}")));
+        };
+        while expected < ev.seq {
+            sizes.push_back(0);
+            expected = expected.next().unwrap_or(Seq::MAX);
+        }
+        let size = ev.event_type.len() + ev.payload.len();
+        sizes.push_back(u32::try_from(size).unwrap_or(u32::MAX));
+        expected = ev.seq.next().unwrap_or(Seq::MAX);
+    }
+    while expected < next {
+        sizes.push_back(0);
+        expected = expected.next().unwrap_or(Seq::MAX);
+    }
+    Ok(sizes)
+}
+
 fn slot_is_running(slot: &Arc<Slot>) -> bool {
     let st = super::lock(&slot.state);
     !st.record.status.is_terminal()
@@ -128,6 +178,8 @@ fn load_tasks(index: &Index) -> Result<HashMap<String, Arc<Slot>>, StoreError> {
                 (first.max(floor), next)
             }
         };
+        let sizes = event_sizes(index, &id, earliest, next)?;
+        let bytes = sizes.iter().copied().map(u64::from).sum();
         tasks.insert(
             id,
             Slot::new(SlotState {
@@ -137,6 +189,9 @@ fn load_tasks(index: &Index) -> Result<HashMap<String, Arc<Slot>>, StoreError> {
                 visible: true,
                 removed: false,
                 cache: None,
+                sizes,
+                bytes,
+                record_bytes: super::TASK_OVERHEAD_BYTES + json.len() as u64,
             }),
         );
     }

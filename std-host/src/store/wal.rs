@@ -356,6 +356,11 @@ impl Wal {
         Ok(())
     }
 
+    /// The log's directory.
+    pub(crate) fn dir(&self) -> &Path {
+        &self.dir
+    }
+
     /// What the log did so far.
     pub(crate) fn stats(&self) -> WalStats {
         WalStats {
@@ -548,6 +553,51 @@ pub(crate) fn recover<E: From<WalError>>(
         fsutil::sync_dir(dir).map_err(io_err("fsync of", dir))?;
     }
     Ok(out)
+}
+
+/// Reads the records of the log of `dir` from LSN `from` to LSN `to` (both segment starts
+/// returned by [`Wal::rotate`], so the records between them are whole and written), calling
+/// `apply` for each in order. An index rebuild uses it to bring the new index up to `to`.
+///
+/// # Errors
+/// [`WalError::Io`] if a segment cannot be read, or (as `corrupt`'s error) if the segments do
+/// not cover `from .. to` end to end with valid records: the log between two rotations was
+/// written by this process, so that means it changed under it. The error of `apply`, as is.
+pub(crate) fn read_range<E: From<WalError>>(
+    dir: &Path,
+    from: u64,
+    to: u64,
+    corrupt: impl Fn(String) -> E,
+    mut apply: impl FnMut(&Record<'_>, &[u8]) -> Result<(), E>,
+) -> Result<u64, E> {
+    let mut at = from;
+    let mut records = 0;
+    for (start, path) in list_segments(dir)? {
+        if start < from || start >= to {
+            continue;
+        }
+        if start != at {
+            return Err(corrupt(format!(
+                "the log has no records from LSN {at} to {start}"
+            )));
+        }
+        let bytes = fs::read(&path).map_err(io_err("reading", &path))?;
+        let mut offset = 0usize;
+        // `decode` never reports more bytes used than it was given, so the slices stay in
+        // bounds.
+        while offset < bytes.len() {
+            let (rec, used) = record::decode(&bytes[offset..])
+                .map_err(|e| corrupt(format!("{} at offset {offset}: {e:?}", path.display())))?;
+            apply(&rec, &bytes[offset..offset + used])?;
+            records += 1;
+            offset += used;
+        }
+        at = start + offset as u64;
+    }
+    if at != to {
+        return Err(corrupt(format!("the log ends at LSN {at}, before {to}")));
+    }
+    Ok(records)
 }
 
 #[cfg(test)]

@@ -350,6 +350,11 @@ impl Server {
         rss_kib(self.pid())
     }
 
+    /// The server's peak resident memory so far (VmHWM) in KiB.
+    pub(crate) fn peak_rss_kib(&self) -> u64 {
+        status_kib(self.pid(), "VmHWM:")
+    }
+
     /// Stops reading stdout until [`resume_reading`](Self::resume_reading).
     pub(crate) fn pause_reading(&self) {
         self.gate.set(true);
@@ -406,12 +411,17 @@ impl Drop for Server {
 
 /// VmRSS of process `pid` in KiB.
 pub(crate) fn rss_kib(pid: u32) -> u64 {
+    status_kib(pid, "VmRSS:")
+}
+
+/// A memory line (`VmRSS:`, `VmHWM:`) of process `pid`'s status, in KiB.
+fn status_kib(pid: u32, key: &str) -> u64 {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("proc status");
     status
         .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .find_map(|l| l.strip_prefix(key))
         .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        .expect("VmRSS")
+        .unwrap_or_else(|| panic!("no {key} in the status of {pid}"))
 }
 
 /// Modern `_meta` added to `params`; `tasks` declares the Tasks extension.

@@ -88,6 +88,7 @@ pub(crate) fn run(input: &[u8]) -> Result<Report, String> {
             data_dir: None,
             durability: config.durability,
             retention: config.retention,
+            max_store_bytes: config.max_store_bytes,
         },
         taskstream::clock::now(),
     )

@@ -72,6 +72,7 @@ fn close_stops_running_tasks_and_releases_the_store() {
                 data_dir: None,
                 durability: config.durability,
                 retention: config.retention,
+                max_store_bytes: config.max_store_bytes,
             },
             taskstream::clock::now(),
         )

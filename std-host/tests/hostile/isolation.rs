@@ -202,13 +202,12 @@ fn the_data_dir_and_its_files_are_owner_only() {
     }
 }
 
-/// The files the server process has open under /dev/shm (where sled keeps a "temporary"
-/// database).
-fn shm_files_of(pid: u32) -> Vec<PathBuf> {
+/// The files the server process has open, other than pipes, sockets and the like.
+fn open_files_of(pid: u32) -> Vec<PathBuf> {
     let mut out = Vec::new();
     for fd in std::fs::read_dir(format!("/proc/{pid}/fd")).expect("fds") {
         if let Ok(target) = std::fs::read_link(fd.expect("fd").path()) {
-            if target.starts_with("/dev/shm") {
+            if target.is_absolute() && !target.starts_with("/dev") {
                 out.push(target);
             }
         }
@@ -216,45 +215,53 @@ fn shm_files_of(pid: u32) -> Vec<PathBuf> {
     out
 }
 
+/// The scratch directories (of in-memory stores of earlier versions) under `base` named for
+/// process `pid`.
+fn scratch_dirs_of(base: &Path, pid: u32) -> Vec<PathBuf> {
+    let prefix = format!("taskstream-mem-{pid}-");
+    std::fs::read_dir(base)
+        .map(|entries| {
+            entries
+                .flatten()
+                .filter(|e| e.file_name().to_string_lossy().starts_with(&prefix))
+                .map(|e| e.path())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
 #[test]
-fn in_memory_scratch_files_are_private_and_reaped_after_a_kill() {
-    // `--in-memory` keeps sled's "temporary" database on a memory-backed file system
-    // (/dev/shm): in a directory of its own, created 0700, so no other local user can read the
-    // payloads in it; removed on a clean exit; and, when a server was killed and could not
-    // remove it, reaped by the next in-memory server that starts.
+fn in_memory_payloads_stay_in_the_process_and_old_scratch_dirs_are_reaped() {
+    // `--in-memory` keeps tasks and events in the process's own memory: no file (not even on
+    // /dev/shm) holds a payload, so no other local user can read one and nothing outlives a
+    // kill. Earlier versions kept sled files in `taskstream-mem-<pid>-*` scratch directories on
+    // /dev/shm (else the temp dir); one left by a process that died is reaped at start.
+    let base = if Path::new("/dev/shm").is_dir() {
+        PathBuf::from("/dev/shm")
+    } else {
+        std::env::temp_dir()
+    };
+    let dead = {
+        let mut child = std::process::Command::new("true")
+            .spawn()
+            .expect("spawn true");
+        let pid = child.id();
+        child.wait().expect("wait");
+        pid
+    };
+    let left = base.join(format!("taskstream-mem-{dead}-1"));
+    std::fs::create_dir_all(&left).expect("a leftover scratch dir");
+    std::fs::write(left.join("db"), b"payloads of a killed server").expect("write");
     let mut s = Server::legacy(&[]);
     let e = start_emit(&mut s, 200, 0, 1000);
     wait_terminal(&mut s, &e.task);
-    let files = shm_files_of(s.pid());
-    assert_eq!(files.len(), 1, "one scratch database: {files:?}");
-    let db = &files[0];
-    let dir = db.parent().expect("dir").to_owned();
-    assert_eq!(mode(&dir), 0o700, "{} is {:o}", dir.display(), mode(&dir));
-    let name = dir
-        .file_name()
-        .and_then(|n| n.to_str())
-        .unwrap_or_default()
-        .to_owned();
-    assert!(
-        name.starts_with(&format!("taskstream-mem-{}-", s.pid())),
-        "{name}"
-    );
-    let bytes = std::fs::read(db).expect("read the scratch db");
-    let payload = format!(r#"{{"i":5,"data":"{}"}}"#, "x".repeat(1000));
-    assert!(
-        bytes
-            .windows(payload.len())
-            .any(|w| w == payload.as_bytes()),
-        "the payload is in the scratch file (so the directory's mode is what protects it)"
-    );
+    assert!(!left.exists(), "{} was not reaped", left.display());
+    assert_eq!(open_files_of(s.pid()), Vec::<PathBuf>::new(), "files open");
+    assert_eq!(scratch_dirs_of(&base, s.pid()), Vec::<PathBuf>::new());
     assert_healthy(&mut s, &[e]);
+    let pid = s.pid();
     s.kill();
-    assert!(dir.exists(), "a killed server cannot clean up after itself");
-    // The next in-memory server reaps the dead one's directory when it opens its store.
-    let mut next = Server::legacy(&[]);
-    let e = start_emit(&mut next, 3, 0, 10);
-    wait_terminal(&mut next, &e.task);
-    assert!(!dir.exists(), "{} was not reaped", dir.display());
+    assert_eq!(scratch_dirs_of(&base, pid), Vec::<PathBuf>::new());
 }
 
 #[test]
@@ -380,26 +387,27 @@ fn retention_deletes_events_from_the_data_dir() {
         assert!(std::time::Instant::now() < end, "not removed");
         std::thread::sleep(std::time::Duration::from_millis(50));
     }
-    // …and, after a clean shutdown (a checkpoint), from the disk.
+    // …and, while the server keeps running, from every file of the data dir: the write-ahead
+    // log (a checkpoint deletes its segments) and the index (rebuilt without the task at the
+    // next checkpoint, every 5 s).
+    let end = std::time::Instant::now() + DEADLINE;
+    loop {
+        let left = files_containing(dir.path(), mark);
+        if left.is_empty() {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < end,
+            "payload still on disk after {DEADLINE:?}: {left:?}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    // The rebuild says what it did, without payloads.
+    s.wait_stderr("index rebuilt without 1 removed task(s)");
+    // A clean shutdown (a last checkpoint) writes nothing of it back.
     assert_eq!(s.shutdown().code(), Some(0));
     let left = files_containing(dir.path(), mark);
-    // The write-ahead log no longer holds it: the checkpoint deleted the segments.
-    assert!(
-        left.iter().all(|p| !p.starts_with(dir.path().join("wal"))),
-        "payload left in the log: {left:?}"
-    );
-    // FIXME(store): sled 0.34 is log-structured: a removed key's old value stays in its
-    // segment of `index/db` until sled rewrites that segment, which it does only once the
-    // segment is mostly garbage, so today the payload is still on disk after removal. The
-    // store must make removal reach the disk, e.g. by rebuilding the index after a sweep that
-    // removed tasks (export the live trees into a fresh sled, fsync, rename over `index/`,
-    // delete the old one). This asserts today's behaviour; once fixed, require `left` to be
-    // empty.
-    assert_eq!(
-        left,
-        [dir.path().join("index").join("db")],
-        "FIXME fixed? require none"
-    );
+    assert_eq!(left, Vec::<PathBuf>::new(), "payload left on disk");
     let mut s = legacy_on(dir.path(), "local", &[]);
     let e = s.err("tasks/get", json!({"taskId": task}));
     assert_eq!(e["data"]["reason"], json!("unknown_task"));

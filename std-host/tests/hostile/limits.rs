@@ -413,3 +413,105 @@ fn a_reused_request_id_is_refused_while_the_first_is_open() {
     assert_eq!(n, 52);
     assert_healthy(&mut s, &[t]);
 }
+
+#[test]
+fn a_flood_of_events_beyond_the_store_budget_is_refused_cleanly() {
+    // A store-wide budget of 1 MB of retained events (types plus payloads).
+    const BUDGET: u64 = 1_000_000;
+    let budget = BUDGET.to_string();
+    let mut s = Server::legacy(&["--max-store-bytes", &budget]);
+    let kept = start_emit(&mut s, 50, 0, 1000);
+    wait_terminal(&mut s, &kept.task);
+    // Sixteen tasks try to store 32 MB between them. Once the first have spent the budget, a
+    // new task may be refused already, saying why.
+    let mut flood = Vec::new();
+    for _ in 0..16 {
+        let r = s.call(
+            "tools/call",
+            json!({"name": "emit", "task": {},
+                   "arguments": {"count": 2000, "interval_ms": 0, "payload_bytes": 1000}}),
+        );
+        match r.v["result"]["task"]["taskId"].as_str() {
+            Some(task) => flood.push(crate::check::Emit {
+                task: task.to_owned(),
+                count: 2000,
+                payload_bytes: 1000,
+            }),
+            None => {
+                let message = r.v["error"]["message"].as_str().unwrap_or_default();
+                assert!(message.contains("--max-store-bytes"), "{}", r.raw);
+            }
+        }
+    }
+    assert!(!flood.is_empty());
+    let mut stored = 0u64;
+    for e in &flood {
+        let result = wait_terminal(&mut s, &e.task);
+        // Each fails at the event that would overspend the budget, saying why.
+        assert_eq!(result["result"]["isError"], json!(true), "{result}");
+        let text = result["result"]["content"][0]["text"]
+            .as_str()
+            .expect("text");
+        assert!(text.contains("--max-store-bytes"), "{text}");
+        assert!(text.contains(&budget), "{text}");
+        assert_eq!(
+            s.ok("tasks/get", json!({"taskId": e.task}))["status"],
+            json!("failed")
+        );
+        // What it stored before that streams in full, and ends with its failure.
+        let (events, _) = stream_all(&mut s, json!({"taskId": e.task}));
+        assert!(events.len() < 2000, "{} events stored", events.len());
+        for (k, ev) in events.iter().enumerate() {
+            assert_eq!(ev["seq"], json!(k));
+            stored += ev["type"].as_str().expect("type").len() as u64
+                + ev["payload"].to_string().len() as u64;
+        }
+        let last = events.last().expect("events");
+        assert_eq!(last["payload"]["status"], json!("failed"));
+    }
+    // What the flood stored is within the budget (the status events that end the tasks are
+    // never refused, so they may go a little over it).
+    assert!(stored <= BUDGET + 16 * 200, "{stored} bytes stored");
+    assert!(stored > BUDGET / 2, "{stored} bytes stored");
+    eprintln!(
+        "{} of 16 flood tasks created, {stored} bytes stored",
+        flood.len()
+    );
+    let hwm = s.peak_rss_kib();
+    eprintln!("VmHWM during the store-budget flood: {hwm} KiB");
+    assert!(hwm < crate::client::RSS_BOUND_KIB, "peak {hwm} KiB");
+    // The server goes on: it answers, stays small, and the task from before is intact.
+    assert_healthy(&mut s, &[kept]);
+}
+
+#[test]
+fn tasks_that_emit_nothing_are_bounded_by_the_store_budget_too() {
+    // Each task counts its record and bookkeeping against the budget, so a client that only
+    // creates tasks meets it as well: 100 kB is room for a few dozen.
+    let mut s = Server::legacy(&["--max-store-bytes", "100000"]);
+    let mut created = Vec::new();
+    let refusal = loop {
+        let r = s.call(
+            "tools/call",
+            json!({"name": "emit", "task": {}, "arguments": {"count": 0}}),
+        );
+        match r.v["result"]["task"]["taskId"].as_str() {
+            Some(task) => created.push(task.to_owned()),
+            None => break r,
+        }
+        assert!(created.len() < 1000, "no refusal after 1000 tasks");
+    };
+    let message = refusal.v["error"]["message"].as_str().unwrap_or_default();
+    assert!(message.contains("--max-store-bytes"), "{}", refusal.raw);
+    assert!(created.len() >= 10, "only {} tasks", created.len());
+    eprintln!("{} tasks fit in 100 kB", created.len());
+    // Every task created is there and ends normally.
+    for task in &created {
+        wait_terminal(&mut s, task);
+        assert_eq!(
+            s.ok("tasks/get", json!({"taskId": task}))["status"],
+            json!("completed")
+        );
+    }
+    assert_healthy(&mut s, &[]);
+}
