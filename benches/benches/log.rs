@@ -16,6 +16,10 @@
 //!   retention), after a clean close and after a crash that left the last T events (10% of M,
 //!   at most 50 000) in the log only, to be replayed into sled.
 //!
+//! - `log_rebuild`: rebuilding the index of a data dir holding N retained events in 100 tasks
+//!   (what a checkpoint does after retention removed tasks, so removed payloads leave the
+//!   disk), with 4 appenders writing meanwhile; the slowest of their appends is printed.
+//!
 //! Sizes shrink under `cargo test` and in smoke runs (see `taskstream_benches::scale`).
 
 use std::hint::black_box;
@@ -328,5 +332,72 @@ fn log_reopen(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, log_append, log_replay, log_reopen);
+fn log_rebuild(c: &mut Criterion) {
+    const TASKS: usize = 100;
+    const WRITERS: usize = 4;
+    let n = Scale::current().replay_events();
+    let payload = payload_of(PAYLOAD_BYTES);
+    let dir = scratch_dir();
+    let store = open(Some(dir.path()), Durability::Group, retention_for(n + 2));
+    for t in 0..TASKS {
+        let id = task_id(t);
+        create_task(&store, &id);
+        fill(&store, &id, n / TASKS, &payload);
+        complete(&store, &id);
+    }
+    let writers: Vec<String> = (0..WRITERS).map(|w| task_id(TASKS + w)).collect();
+    for id in &writers {
+        create_task(&store, id);
+    }
+    store.checkpoint().expect("checkpoint");
+    let mut group = c.benchmark_group(format!("log_rebuild_{n}"));
+    group.sample_size(10);
+    group.sampling_mode(SamplingMode::Flat);
+    group.measurement_time(Scale::current().measurement_time(Duration::from_secs(10)));
+    let mut worst = Duration::ZERO;
+    let mut appended = 0u64;
+    group.bench_function("rebuild_with_4_appenders", |b| {
+        b.iter_custom(|iters| {
+            let mut total = Duration::ZERO;
+            for _ in 0..iters {
+                let stop = std::sync::atomic::AtomicBool::new(false);
+                std::thread::scope(|s| {
+                    let handles: Vec<_> = writers
+                        .iter()
+                        .map(|id| {
+                            let (store, stop, payload) = (&store, &stop, &payload);
+                            s.spawn(move || {
+                                let (mut n, mut slowest) = (0u64, Duration::ZERO);
+                                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                                    let t = Instant::now();
+                                    store.append(id, TICK, payload, now()).expect("append");
+                                    slowest = slowest.max(t.elapsed());
+                                    n += 1;
+                                }
+                                (n, slowest)
+                            })
+                        })
+                        .collect();
+                    let start = Instant::now();
+                    store.rebuild_index().expect("rebuild");
+                    total += start.elapsed();
+                    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+                    for h in handles {
+                        let (n, slowest) = h.join().expect("appender");
+                        appended += n;
+                        worst = worst.max(slowest);
+                    }
+                });
+            }
+            total
+        })
+    });
+    group.finish();
+    eprintln!(
+        "log_rebuild_{n}: {appended} events appended during rebuilds; the slowest append took {:.1} ms",
+        worst.as_secs_f64() * 1e3
+    );
+}
+
+criterion_group!(benches, log_append, log_replay, log_reopen, log_rebuild);
 criterion_main!(benches);

@@ -1054,62 +1054,6 @@ fn the_store_budget_refuses_events_and_tasks_beyond_it_and_retention_frees_it() 
     assert_eq!(store.stored_bytes(), counted(&store));
 }
 
-/// How long an index rebuild of 100 000 retained events takes and how long appends wait
-/// meanwhile (printed; run with `cargo test --release -p taskstream --test store_recovery
-/// -- --ignored --nocapture rebuild_timing`).
-#[test]
-#[ignore = "a measurement, not a check"]
-fn rebuild_timing() {
-    let dir = tempfile::tempdir().unwrap();
-    let store = Arc::new(open_at(dir.path(), rebuild_policy(), Millis(0)));
-    let payload = format!(r#"{{"i":0,"data":"{}"}}"#, "x".repeat(100)).into_bytes();
-    for t in 0..100 {
-        let id = format!("t{t}");
-        store
-            .create_task(record(&id, Millis(0)), Millis(0))
-            .unwrap();
-        for _ in 0..1_000 {
-            store.append(&id, TICK, &payload, Millis(0)).unwrap();
-        }
-    }
-    store.checkpoint().unwrap();
-    for round in 0..3 {
-        let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
-        let writers: Vec<_> = (0..4)
-            .map(|w| {
-                let (store, stop, payload) =
-                    (Arc::clone(&store), Arc::clone(&stop), payload.clone());
-                std::thread::spawn(move || {
-                    let id = format!("w{round}-{w}");
-                    store
-                        .create_task(record(&id, Millis(0)), Millis(0))
-                        .unwrap();
-                    let (mut n, mut worst) = (0u64, std::time::Duration::ZERO);
-                    while !stop.load(std::sync::atomic::Ordering::Relaxed) {
-                        let t = std::time::Instant::now();
-                        store.append(&id, TICK, &payload, Millis(0)).unwrap();
-                        worst = worst.max(t.elapsed());
-                        n += 1;
-                    }
-                    (n, worst)
-                })
-            })
-            .collect();
-        let t = std::time::Instant::now();
-        store.rebuild_index().unwrap();
-        let took = t.elapsed();
-        stop.store(true, std::sync::atomic::Ordering::Relaxed);
-        let results: Vec<(u64, std::time::Duration)> =
-            writers.into_iter().map(|w| w.join().unwrap()).collect();
-        let appended: u64 = results.iter().map(|r| r.0).sum();
-        let worst = results.iter().map(|r| r.1).max().unwrap();
-        println!(
-            "rebuild {round}: {took:?} in all; 4 writers appended {appended} events meanwhile, \
-             the slowest append took {worst:?}"
-        );
-    }
-}
-
 #[test]
 fn in_memory_reads_during_appends_and_truncation_see_no_wrong_event() {
     // In memory the index is an ordered map read one entry at a time: a read that races
