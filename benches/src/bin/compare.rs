@@ -107,6 +107,10 @@ impl Sample {
 struct Peers {
     replay: StdioServer,
     replay_task: String,
+    /// The same finished task on a data dir: replay reads sled, not memory.
+    replay_disk: StdioServer,
+    replay_disk_task: String,
+    _replay_disk_dir: tempfile::TempDir,
     sdk_stdio: Option<StdioServer>,
     sdk_http: Option<(Child, HttpSession, String)>,
 }
@@ -132,6 +136,18 @@ fn start_peers(o: &Options) -> Peers {
     let mut replay = taskstream(&mem);
     let replay_task = replay.emit_task(o.events, data).expect("emit");
     replay.wait_terminal(&replay_task).expect("wait");
+    let replay_disk_dir = scratch_dir();
+    let disk_path = replay_disk_dir.path().to_string_lossy().into_owned();
+    let mut replay_disk = taskstream(&[
+        "--data-dir",
+        &disk_path,
+        "--durability",
+        "none",
+        "--max-events-per-task",
+        &max,
+    ]);
+    let replay_disk_task = replay_disk.emit_task(o.events, data).expect("emit");
+    replay_disk.wait_terminal(&replay_disk_task).expect("wait");
     let (sdk_stdio, sdk_http) = if o.ts {
         let mut cmd = Command::new(&o.node);
         cmd.arg(o.ts_dir.join("stdio-server.mjs"));
@@ -144,6 +160,9 @@ fn start_peers(o: &Options) -> Peers {
     Peers {
         replay,
         replay_task,
+        replay_disk,
+        replay_disk_task,
+        _replay_disk_dir: replay_disk_dir,
         sdk_stdio,
         sdk_http,
     }
@@ -186,8 +205,11 @@ fn workloads<'a>(o: &'a Options, peers: &'a mut Peers) -> Vec<Workload<'a>> {
     let Peers {
         replay,
         replay_task,
+        replay_disk,
+        replay_disk_task,
         sdk_stdio,
         sdk_http,
+        ..
     } = peers;
     let mut w: Vec<Workload<'a>> = Vec::new();
 
@@ -309,6 +331,16 @@ fn workloads<'a>(o: &'a Options, peers: &'a mut Peers) -> Vec<Workload<'a>> {
         replay.response(id).expect("stream result");
         vec![("taskstream_stdio_replay", Sample::stream(got))]
     }));
+    w.push(Box::new(move || {
+        let start = Instant::now();
+        let id = replay_disk
+            .open_stream(replay_disk_task, Some(0))
+            .expect("stream");
+        let got = replay_disk.events(start, n + 1).expect("events");
+        assert_eq!((got.events, got.out_of_order), (n + 1, 0));
+        replay_disk.response(id).expect("stream result");
+        vec![("taskstream_stdio_replay_data_dir", Sample::stream(got))]
+    }));
 
     // Live emits get a fresh server each time (started untimed): no earlier task's cleanup
     // runs during the measurement.
@@ -329,6 +361,28 @@ fn workloads<'a>(o: &'a Options, peers: &'a mut Peers) -> Vec<Workload<'a>> {
         live.response(id).expect("stream result");
         assert!(live.close().expect("close").success());
         vec![("taskstream_stdio_live", Sample::stream(got))]
+    }));
+
+    w.push(Box::new(move || {
+        let max = (n + 10).to_string();
+        let dir = scratch_dir();
+        let data_dir = dir.path().to_string_lossy().into_owned();
+        let mut live = taskstream(&[
+            "--data-dir",
+            &data_dir,
+            "--durability",
+            "none",
+            "--max-events-per-task",
+            &max,
+        ]);
+        let start = Instant::now();
+        let task = live.emit_task(n, data).expect("emit");
+        let id = live.open_stream(&task, None).expect("stream");
+        let got = live.events(start, n + 2).expect("events");
+        assert_eq!((got.events, got.out_of_order), (n + 2, 0));
+        live.response(id).expect("stream result");
+        assert!(live.close().expect("close").success());
+        vec![("taskstream_stdio_live_data_dir", Sample::stream(got))]
     }));
 
     let d = o.durable_live_events;
@@ -527,6 +581,12 @@ fn report(o: &Options, samples: &BTreeMap<&'static str, Vec<Sample>>) {
         true,
     );
     target(
+        "the same, replayed from a data dir (sled) / raw pipe".to_owned(),
+        med("taskstream_stdio_replay_data_dir") / med("pipe_serialise_write_per_line"),
+        0.5,
+        true,
+    );
+    target(
         "ns to write one notifications/tasks/event (300 B payload)".to_owned(),
         1e9 / med("serialise_event_300B"),
         100.0,
@@ -542,6 +602,12 @@ fn report(o: &Options, samples: &BTreeMap<&'static str, Vec<Sample>>) {
         target(
             "taskstream stdio live emit / SDK stdio notifications".to_owned(),
             med("taskstream_stdio_live") / med("sdk_stdio_notify"),
+            3.0,
+            true,
+        );
+        target(
+            "the same, live on a data dir (sled, no flush) / SDK stdio notifications".to_owned(),
+            med("taskstream_stdio_live_data_dir") / med("sdk_stdio_notify"),
             3.0,
             true,
         );
