@@ -139,11 +139,19 @@ const fn any_needs_escape(x: u64) -> bool {
     (control | quote | backslash) != 0
 }
 
-/// Writes `s` as a JSON string, quotes included. Runs of bytes that need no escape are copied
-/// in one piece, and found 8 bytes at a time.
+/// Writes `s` as a JSON string, quotes included.
 #[inline]
 fn string(sink: &mut impl Sink, s: &str) -> Result<(), BufferTooSmall> {
     sink.put(b"\"")?;
+    string_body(sink, s)?;
+    sink.put(b"\"")
+}
+
+/// Writes the escaped contents of `s` without its quotes (the caller's constant text around
+/// it carries them, one copy fewer each side). Runs of bytes that need no escape are copied in
+/// one piece, and found 8 bytes at a time.
+#[inline]
+fn string_body(sink: &mut impl Sink, s: &str) -> Result<(), BufferTooSmall> {
     let bytes = s.as_bytes();
     let mut start = 0;
     let mut i = 0;
@@ -172,8 +180,7 @@ fn string(sink: &mut impl Sink, s: &str) -> Result<(), BufferTooSmall> {
             i += 1;
         }
     }
-    sink.put(bytes.get(start..).unwrap_or_default())?;
-    sink.put(b"\"")
+    sink.put(bytes.get(start..).unwrap_or_default())
 }
 
 /// Writes an unsigned integer in decimal.
@@ -212,15 +219,15 @@ fn id(sink: &mut impl Sink, id: Option<&RequestId>) -> Result<(), BufferTooSmall
 fn event(sink: &mut impl Sink, ev: &EventNotification<'_>) -> Result<(), BufferTooSmall> {
     sink.put(br#"{"jsonrpc":"2.0","method":"notifications/tasks/event","params":{"seq":"#)?;
     unsigned(sink, ev.seq.get())?;
-    sink.put(br#","taskId":"#)?;
-    string(sink, ev.task_id)?;
-    sink.put(br#","type":"#)?;
-    string(sink, ev.event_type)?;
-    sink.put(br#","payload":"#)?;
+    sink.put(br#","taskId":""#)?;
+    string_body(sink, ev.task_id)?;
+    sink.put(br#"","type":""#)?;
+    string_body(sink, ev.event_type)?;
+    sink.put(br#"","payload":"#)?;
     sink.put(ev.payload)?;
-    sink.put(br#","_meta":{"io.modelcontextprotocol/related-task":{"taskId":"#)?;
-    string(sink, ev.task_id)?;
-    sink.put(b"}}}}")
+    sink.put(br#","_meta":{"io.modelcontextprotocol/related-task":{"taskId":""#)?;
+    string_body(sink, ev.task_id)?;
+    sink.put(br#""}}}}"#)
 }
 
 /// The exact length of the `notifications/tasks/event` line [`write_event`] writes (without a
