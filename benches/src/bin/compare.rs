@@ -133,21 +133,18 @@ fn start_peers(o: &Options) -> Peers {
         "--max-events-per-task",
         &max,
     ];
-    let mut replay = taskstream(&mem);
-    let replay_task = replay.emit_task(o.events, data).expect("emit");
-    replay.wait_terminal(&replay_task).expect("wait");
+    let (replay, replay_task) = with_finished_task(&mem, o.events, data);
     let replay_disk_dir = scratch_dir();
     let disk_path = replay_disk_dir.path().to_string_lossy().into_owned();
-    let mut replay_disk = taskstream(&[
+    let disk = [
         "--data-dir",
         &disk_path,
         "--durability",
         "none",
         "--max-events-per-task",
         &max,
-    ]);
-    let replay_disk_task = replay_disk.emit_task(o.events, data).expect("emit");
-    replay_disk.wait_terminal(&replay_disk_task).expect("wait");
+    ];
+    let (replay_disk, replay_disk_task) = with_finished_task(&disk, o.events, data);
     let (sdk_stdio, sdk_http) = if o.ts {
         let mut cmd = Command::new(&o.node);
         cmd.arg(o.ts_dir.join("stdio-server.mjs"));
@@ -192,6 +189,39 @@ fn start_http(o: &Options) -> (Child, HttpSession, String) {
         .expect("fill the event store");
     assert_eq!(live, o.events, "events received live over HTTP");
     (child, session, cursor)
+}
+
+/// `tasks/stream {after: 0}` on a finished task of `n` events, from the request to its last
+/// event (seqs 1 ..= n + 1), in order.
+fn replay_all(server: &mut StdioServer, task: &str, n: u64) -> Sample {
+    let start = Instant::now();
+    let id = server.open_stream(task, Some(0)).expect("stream");
+    let got = server.events(start, n + 1).expect("events");
+    assert_eq!((got.events, got.out_of_order), (n + 1, 0));
+    server.response(id).expect("stream result");
+    Sample::stream(got)
+}
+
+/// `emit {count: n}` as a task on a fresh `server` (started untimed: no earlier task's cleanup
+/// runs during the measurement), streamed live: from the call to its last event (n + 2 with
+/// the status events); then the server is closed.
+fn live_emit(mut server: StdioServer, n: u64, data: usize) -> Sample {
+    let start = Instant::now();
+    let task = server.emit_task(n, data).expect("emit");
+    let id = server.open_stream(&task, None).expect("stream");
+    let got = server.events(start, n + 2).expect("events");
+    assert_eq!((got.events, got.out_of_order), (n + 2, 0));
+    server.response(id).expect("stream result");
+    assert!(server.close().expect("close").success());
+    Sample::stream(got)
+}
+
+/// A server started with `flags`, holding one finished `emit` task of `n` events.
+fn with_finished_task(flags: &[&str], n: u64, data: usize) -> (StdioServer, String) {
+    let mut server = taskstream(flags);
+    let task = server.emit_task(n, data).expect("emit");
+    server.wait_terminal(&task).expect("wait");
+    (server, task)
 }
 
 type Workload<'a> = Box<dyn FnMut() -> Vec<(&'static str, Sample)> + 'a>;
@@ -324,80 +354,42 @@ fn workloads<'a>(o: &'a Options, peers: &'a mut Peers) -> Vec<Workload<'a>> {
 
     let n = o.events;
     w.push(Box::new(move || {
-        let start = Instant::now();
-        let id = replay.open_stream(replay_task, Some(0)).expect("stream");
-        let got = replay.events(start, n + 1).expect("events");
-        assert_eq!((got.events, got.out_of_order), (n + 1, 0));
-        replay.response(id).expect("stream result");
-        vec![("taskstream_stdio_replay", Sample::stream(got))]
+        vec![(
+            "taskstream_stdio_replay",
+            replay_all(replay, replay_task, n),
+        )]
     }));
     w.push(Box::new(move || {
-        let start = Instant::now();
-        let id = replay_disk
-            .open_stream(replay_disk_task, Some(0))
-            .expect("stream");
-        let got = replay_disk.events(start, n + 1).expect("events");
-        assert_eq!((got.events, got.out_of_order), (n + 1, 0));
-        replay_disk.response(id).expect("stream result");
-        vec![("taskstream_stdio_replay_data_dir", Sample::stream(got))]
+        let got = replay_all(replay_disk, replay_disk_task, n);
+        vec![("taskstream_stdio_replay_data_dir", got)]
     }));
 
-    // Live emits get a fresh server each time (started untimed): no earlier task's cleanup
-    // runs during the measurement.
+    // Live emits get a fresh server each time.
     let max = (o.events + 10).to_string();
+    let max_live = max.clone();
     w.push(Box::new(move || {
-        let mut live = taskstream(&[
-            "--in-memory",
-            "--durability",
-            "none",
-            "--max-events-per-task",
-            &max,
-        ]);
-        let start = Instant::now();
-        let task = live.emit_task(n, data).expect("emit");
-        let id = live.open_stream(&task, None).expect("stream");
-        let got = live.events(start, n + 2).expect("events");
-        assert_eq!((got.events, got.out_of_order), (n + 2, 0));
-        live.response(id).expect("stream result");
-        assert!(live.close().expect("close").success());
-        vec![("taskstream_stdio_live", Sample::stream(got))]
+        let flags = ["--in-memory", "--durability", "none"];
+        let live = taskstream(&[&flags[..], &["--max-events-per-task", &max_live]].concat());
+        vec![("taskstream_stdio_live", live_emit(live, n, data))]
     }));
 
     w.push(Box::new(move || {
-        let max = (n + 10).to_string();
         let dir = scratch_dir();
         let data_dir = dir.path().to_string_lossy().into_owned();
-        let mut live = taskstream(&[
-            "--data-dir",
-            &data_dir,
-            "--durability",
-            "none",
-            "--max-events-per-task",
-            &max,
-        ]);
-        let start = Instant::now();
-        let task = live.emit_task(n, data).expect("emit");
-        let id = live.open_stream(&task, None).expect("stream");
-        let got = live.events(start, n + 2).expect("events");
-        assert_eq!((got.events, got.out_of_order), (n + 2, 0));
-        live.response(id).expect("stream result");
-        assert!(live.close().expect("close").success());
-        vec![("taskstream_stdio_live_data_dir", Sample::stream(got))]
+        let flags = ["--data-dir", &data_dir, "--durability", "none"];
+        let live = taskstream(&[&flags[..], &["--max-events-per-task", &max]].concat());
+        vec![("taskstream_stdio_live_data_dir", live_emit(live, n, data))]
     }));
 
     let d = o.durable_live_events;
     w.push(Box::new(move || {
         let dir = scratch_dir();
         let data_dir = dir.path().to_string_lossy().into_owned();
-        let mut server = taskstream(&["--data-dir", &data_dir, "--durability", "group"]);
-        let start = Instant::now();
-        let task = server.emit_task(d, data).expect("emit");
-        let id = server.open_stream(&task, None).expect("stream");
-        let got = server.events(start, d + 2).expect("events");
-        assert_eq!((got.events, got.out_of_order), (d + 2, 0));
-        server.response(id).expect("stream result");
-        assert!(server.close().expect("close").success());
-        vec![("taskstream_stdio_live_durable_group", Sample::stream(got))]
+        let server = taskstream(&["--data-dir", &data_dir, "--durability", "group"]);
+        vec![(
+            "taskstream_stdio_live_durable_group",
+            live_emit(server, d, data),
+        )]
     }));
 
     if let Some(sdk) = sdk_stdio {
