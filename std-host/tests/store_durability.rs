@@ -36,8 +36,11 @@ const NOW: Millis = Millis(1_000_000);
 // ---------------------------------------------------------------------------------------------
 // Shared helpers
 
+#[path = "common/files.rs"]
+mod files;
 #[path = "common/rng.rs"]
 mod rng;
+use files::copy_dir;
 
 use rng::Rng;
 
@@ -353,19 +356,6 @@ fn acknowledged_events_survive_sigkill() {
 
 // ---------------------------------------------------------------------------------------------
 // A torn log tail, at the store level
-
-fn copy_dir(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for entry in std::fs::read_dir(from).unwrap() {
-        let entry = entry.unwrap();
-        let target = to.join(entry.file_name());
-        if entry.file_type().unwrap().is_dir() {
-            copy_dir(&entry.path(), &target);
-        } else {
-            std::fs::copy(entry.path(), &target).unwrap();
-        }
-    }
-}
 
 /// The non-empty log segments of a data dir.
 fn segments(dir: &Path) -> Vec<PathBuf> {

@@ -14,6 +14,10 @@ use taskstream::store::{
 };
 use taskstream_core::{Millis, RetentionPolicy, Seq};
 
+#[path = "common/files.rs"]
+mod files;
+use files::{copy_dir, files_containing};
+
 const TICK: &str = "dev.taskstream.tick";
 
 fn config(dir: Option<&Path>, durability: Durability, retention: RetentionPolicy) -> StoreConfig {
@@ -601,27 +605,6 @@ fn marked(task: &str, i: u64) -> Vec<u8> {
     format!(r#"{{"marker":"removed-{task}-payload-{i}"}}"#).into_bytes()
 }
 
-/// Every file under `dir` that contains `needle`.
-fn files_containing(dir: &Path, needle: &[u8]) -> Vec<std::path::PathBuf> {
-    let mut out = Vec::new();
-    let mut todo = vec![dir.to_owned()];
-    while let Some(d) = todo.pop() {
-        for entry in std::fs::read_dir(&d).unwrap() {
-            let path = entry.unwrap().path();
-            if path.is_dir() {
-                todo.push(path);
-            } else if std::fs::read(&path)
-                .unwrap()
-                .windows(needle.len())
-                .any(|w| w == needle)
-            {
-                out.push(path);
-            }
-        }
-    }
-    out
-}
-
 /// The index directories of a data dir, by name.
 fn index_dirs(dir: &Path) -> Vec<String> {
     let mut out: Vec<String> = std::fs::read_dir(dir)
@@ -633,19 +616,6 @@ fn index_dirs(dir: &Path) -> Vec<String> {
         .collect();
     out.sort();
     out
-}
-
-fn copy_tree(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for entry in std::fs::read_dir(from).unwrap() {
-        let entry = entry.unwrap();
-        let target = to.join(entry.file_name());
-        if entry.file_type().unwrap().is_dir() {
-            copy_tree(&entry.path(), &target);
-        } else {
-            std::fs::copy(entry.path(), &target).unwrap();
-        }
-    }
 }
 
 const REMOVED_MARK: &[u8] = b"removed-gone-payload";
@@ -791,12 +761,12 @@ fn an_interrupted_rebuild_recovers_whichever_side_of_the_switch_it_stopped() {
             all_events(&store, "running", 64),
         )
     };
-    copy_tree(&dir.path().join("index"), saved.path());
+    copy_dir(&dir.path().join("index"), saved.path());
 
     // Before the switch: a half-built new directory (here a copy of the old one, so a valid
     // sled that still holds the removed task) and a pointer replacement never renamed. The
     // old index is used and the rest deleted.
-    copy_tree(saved.path(), &dir.path().join("index.1"));
+    copy_dir(saved.path(), &dir.path().join("index.1"));
     std::fs::write(dir.path().join("INDEX.tmp"), "index.1\n").unwrap();
     {
         let store = open_at(dir.path(), rebuild_policy(), Millis(1_000));
@@ -827,8 +797,8 @@ fn an_interrupted_rebuild_recovers_whichever_side_of_the_switch_it_stopped() {
     // After the switch, before the old directory was deleted: `INDEX` names the new one, the
     // old one (with the removed payloads) is still there, and so is a half-built next one.
     // The new one is used and both others are deleted.
-    copy_tree(saved.path(), &dir.path().join("index"));
-    copy_tree(saved.path(), &dir.path().join("index.2"));
+    copy_dir(saved.path(), &dir.path().join("index"));
+    copy_dir(saved.path(), &dir.path().join("index.2"));
     assert!(!files_containing(dir.path(), REMOVED_MARK).is_empty());
     {
         let store = open_at(dir.path(), rebuild_policy(), Millis(6_000));

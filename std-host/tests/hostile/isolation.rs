@@ -11,6 +11,7 @@ use serde_json::{json, Value};
 
 use crate::check::{assert_healthy, assert_intact, start_emit, stream_all, wait_terminal};
 use crate::client::{modern, Server, DEADLINE};
+use crate::files::{files_containing, walk};
 
 /// A server on `dir` as `principal` with a completed legacy handshake.
 fn legacy_on(dir: &Path, principal: &str, extra: &[&str]) -> Server {
@@ -161,16 +162,6 @@ fn task_ids_are_unguessable() {
 
 fn mode(p: &Path) -> u32 {
     std::fs::metadata(p).expect("metadata").permissions().mode() & 0o777
-}
-
-fn walk(dir: &Path, out: &mut Vec<PathBuf>) {
-    for entry in std::fs::read_dir(dir).expect("read_dir") {
-        let path = entry.expect("entry").path();
-        out.push(path.clone());
-        if path.is_dir() {
-            walk(&path, out);
-        }
-    }
 }
 
 #[test]
@@ -343,20 +334,6 @@ fn a_data_dir_held_by_another_server_is_refused_and_not_corrupted() {
     for t in [&done, &running] {
         assert_intact(&mut third, t);
     }
-}
-
-/// Whether any file under `dir` contains `needle`.
-fn files_containing(dir: &Path, needle: &[u8]) -> Vec<PathBuf> {
-    let mut all = Vec::new();
-    walk(dir, &mut all);
-    all.into_iter()
-        .filter(|p| p.is_file())
-        .filter(|p| {
-            std::fs::read(p)
-                .map(|b| b.windows(needle.len()).any(|w| w == needle))
-                .unwrap_or(false)
-        })
-        .collect()
 }
 
 #[test]

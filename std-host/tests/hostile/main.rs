@@ -8,6 +8,8 @@
 mod check;
 mod client;
 mod drive;
+#[path = "../common/files.rs"]
+mod files;
 mod inproc;
 mod input;
 mod isolation;
