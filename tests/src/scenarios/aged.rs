@@ -30,7 +30,7 @@ use super::gone::{is_events_gone, shape_failure};
 use super::{is_error, probe, Ctx, Shape};
 use crate::catalog::Id;
 use crate::evidence::Evidence;
-use crate::session::{After, ConnectError, Reply, Session, StreamRec};
+use crate::session::{After, Reply, Session, StreamRec};
 
 /// The IDs this scenario speaks to.
 const IDS: &[Id] = &[
@@ -58,17 +58,7 @@ pub(crate) fn run(ctx: &Ctx<'_>, ev: &mut Evidence) {
         );
         return;
     };
-    let mut s = match ctx.connect_to(command, "aged") {
-        Ok((session, _)) => session,
-        Err(ConnectError::NotSpoken(why) | ConnectError::Failed(why)) => {
-            ev.skip_all(IDS, &format!("the aged-retention server: {why}"));
-            return;
-        }
-    };
-    if let Err(why) = nothing_retained(ctx, &mut s, ev) {
-        ev.skip_all(IDS, &format!("the aged-retention server: {why}"));
-    }
-    s.finish(ev);
+    ctx.with_twin(command, "aged-retention", IDS, ev, nothing_retained);
 }
 
 fn nothing_retained(ctx: &Ctx<'_>, s: &mut Session, ev: &mut Evidence) -> Result<(), String> {

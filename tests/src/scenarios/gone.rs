@@ -16,7 +16,7 @@ use serde_json::Value;
 use super::{probe, Ctx, Shape};
 use crate::catalog::Id;
 use crate::evidence::Evidence;
-use crate::session::{After, ConnectError, Reply, RpcError, Session};
+use crate::session::{After, Reply, RpcError, Session};
 
 const IDS: &[Id] = &[Id::Rs03b, Id::Rt04, Id::Rs07, Id::Eg01];
 
@@ -27,17 +27,7 @@ pub(crate) fn run(ctx: &Ctx<'_>, ev: &mut Evidence) {
         ev.skip_all(IDS, why);
         return;
     };
-    let mut s = match ctx.connect_to(command, "retention") {
-        Ok((session, _)) => session,
-        Err(ConnectError::NotSpoken(why) | ConnectError::Failed(why)) => {
-            ev.skip_all(IDS, &format!("the small-retention server: {why}"));
-            return;
-        }
-    };
-    if let Err(why) = dropped_history(ctx, &mut s, ev) {
-        ev.skip_all(IDS, &format!("the small-retention server: {why}"));
-    }
-    s.finish(ev);
+    ctx.with_twin(command, "small-retention", IDS, ev, dropped_history);
 }
 
 fn dropped_history(ctx: &Ctx<'_>, s: &mut Session, ev: &mut Evidence) -> Result<(), String> {

@@ -112,6 +112,31 @@ impl Ctx<'_> {
         )
     }
 
+    /// Runs `body` in a session with a twin server (`command`, the same server started with
+    /// other retention flags, named `what` in messages), then finishes the session. If the
+    /// session cannot be opened, or `body` cannot set up its situation, every one of `ids` is
+    /// skipped with the reason.
+    pub(crate) fn with_twin(
+        &self,
+        command: &[String],
+        what: &str,
+        ids: &[Id],
+        ev: &mut Evidence,
+        body: impl FnOnce(&Ctx<'_>, &mut Session, &mut Evidence) -> Result<(), String>,
+    ) {
+        let mut s = match self.connect_to(command, what) {
+            Ok((session, _)) => session,
+            Err(ConnectError::NotSpoken(why) | ConnectError::Failed(why)) => {
+                ev.skip_all(ids, &format!("the {what} server: {why}"));
+                return;
+            }
+        };
+        if let Err(why) = body(self, &mut s, ev) {
+            ev.skip_all(ids, &format!("the {what} server: {why}"));
+        }
+        s.finish(ev);
+    }
+
     /// [`Ctx::connect_to`] the main command, with the failure as a skip reason.
     pub(crate) fn connect(&self, label: &str) -> Result<Session, String> {
         match self.connect_to(&self.cfg.command, label) {
