@@ -427,8 +427,10 @@ impl Shared {
     /// (TS-08, DX-04) and its task goes on; a plain call stops; a waiting `tasks/result` is
     /// dropped. Unknown ids are ignored (MCP-DIGEST a.6).
     fn cancel_request(&self, id: &RequestId) {
-        if self.streams().cancel(id) {
+        if let Some(task) = self.streams().cancel(id) {
             log!(Debug, "stream {id} cancelled");
+            // A stream delivered without the delivery thread (HTTP) sees it when woken.
+            self.process.wake(task);
             return;
         }
         if !self.plain.cancel(id) {

@@ -83,15 +83,11 @@ impl Streams {
     }
 
     /// Cancels the stream of request `id` (TS-08): no further frame, no response (DX-04). The
-    /// task is untouched. Returns whether there was one.
-    pub(crate) fn cancel(&mut self, id: &RequestId) -> bool {
-        match self.table.cancel(id) {
-            Some(task) => {
-                self.meta.remove(&task);
-                true
-            }
-            None => false,
-        }
+    /// task is untouched. Returns its task, if there was one.
+    pub(crate) fn cancel(&mut self, id: &RequestId) -> Option<u128> {
+        let task = self.table.table.as_mut()?.cancel(id)?;
+        self.meta.remove(&task);
+        Some(task)
     }
 }
 
@@ -325,6 +321,12 @@ impl Shared {
             }
         })
         .inspect_err(|e| log!(Debug, "tasks/stream {id} refused: {:?}", e.code()))
+    }
+
+    /// Whether the connection still holds the detached stream of request `id` (a
+    /// `notifications/cancelled` ends the hold, TS-08).
+    pub(crate) fn holds_detached(&self, id: &RequestId) -> bool {
+        self.streams().table.cursor(id).is_some()
     }
 
     /// Ends the connection's hold of the detached stream of request `id` (it ended, or its

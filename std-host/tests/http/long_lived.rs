@@ -228,3 +228,37 @@ async fn delete_ends_the_session_not_its_tasks() {
     assert_eq!(other.status(&task).await, "working");
     wait_status(&other, &task, "completed").await;
 }
+
+/// TS-08 / DX-04 over HTTP: `notifications/cancelled` for a session's `tasks/stream` ends that
+/// SSE response without a response message; the task runs on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cancelled_stream_ends_without_a_response_and_the_task_runs_on() {
+    let server = Server::start(&[]);
+    let s = Session::open(&server.url, None).await;
+    let task = s.emit(40, 30).await;
+    let mut sse = s.stream(11, &task, None).await;
+    for want in 0..2u64 {
+        let (_, m) = sse.message().await.expect("event");
+        assert_eq!(m["params"]["seq"], want);
+    }
+    let r = s
+        .post(
+            json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
+                     "params": {"requestId": 11}}),
+        )
+        .send()
+        .await
+        .expect("send");
+    assert_eq!(r.status(), 202);
+    while let Some((_, m)) = sse.message().await {
+        assert_eq!(
+            m["method"], "notifications/tasks/event",
+            "only events already in flight, never a response: {m}"
+        );
+    }
+    assert_eq!(s.status(&task).await, "working");
+    // The same session may stream the task again at once.
+    let (seqs, end) = s.stream(12, &task, Some(1)).await.rest().await;
+    assert_eq!(seqs, (2..=41).collect::<Vec<u64>>());
+    assert_eq!(end["id"], 12);
+}

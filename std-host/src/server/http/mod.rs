@@ -724,6 +724,8 @@ impl Server {
                     shared,
                     id,
                     superseded,
+                    held: !modern,
+                    released: false,
                     counted,
                 };
                 let body =
@@ -824,6 +826,8 @@ impl Server {
                         id: old.id.clone(),
                         superseded,
                         counted: None,
+                        held: true,
+                        released: false,
                     };
                     Box::pin(sse::stream_body(
                         Arc::clone(&server.process),

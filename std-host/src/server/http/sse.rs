@@ -66,13 +66,34 @@ pub(crate) struct StreamHold {
     pub(crate) superseded: Arc<AtomicBool>,
     /// The principal's count of modern-era streams, decremented on release.
     pub(crate) counted: Option<StreamCount>,
+    /// Whether the connection holds the stream (a session: `notifications/cancelled` can end
+    /// it); a modern request's stream is its own connection.
+    pub(crate) held: bool,
+    /// Whether the hold was given back already (when the response was queued).
+    pub(crate) released: bool,
+}
+
+impl StreamHold {
+    /// Whether the stream must stop: cancelled (TS-08, DX-04: no frame after the
+    /// cancellation is read), or taken over by a resume.
+    fn is_over(&self) -> bool {
+        self.superseded.load(Ordering::Acquire)
+            || (self.held && !self.released && !self.shared.holds_detached(&self.id))
+    }
+
+    /// Gives the hold back now: the stream's response is queued, and a client that reopens
+    /// on reading it must be admitted (as on stdio).
+    fn release(&mut self) {
+        if !self.released && !self.superseded.load(Ordering::Acquire) {
+            self.shared.release_detached(&self.id);
+        }
+        self.released = true;
+    }
 }
 
 impl Drop for StreamHold {
     fn drop(&mut self) {
-        if !self.superseded.load(Ordering::Acquire) {
-            self.shared.release_detached(&self.id);
-        }
+        self.release();
         if let Some((counts, principal)) = &self.counted {
             let mut c = counts.lock().unwrap_or_else(PoisonError::into_inner);
             if let Some(n) = c.get_mut(principal) {
@@ -118,11 +139,14 @@ pub(crate) fn stream_body(
 
 async fn next(mut p: Producer) -> Option<(Result<Bytes, Infallible>, Producer)> {
     loop {
+        if p.hold.is_over() {
+            return None;
+        }
         if let Some(b) = p.queue.pop_front() {
             return Some((Ok(b), p));
         }
         let detached = p.detached.take()?;
-        if p.process.is_shutting_down() || p.hold.superseded.load(Ordering::Acquire) {
+        if p.process.is_shutting_down() {
             return None;
         }
         let waker = Arc::clone(&p.waker);
@@ -156,6 +180,7 @@ async fn next(mut p: Producer) -> Option<(Result<Bytes, Infallible>, Producer)> 
                 }
                 Frame::End(line) => {
                     p.queue.push_back(event(None, &line));
+                    p.hold.release();
                     ended = true;
                 }
             }
