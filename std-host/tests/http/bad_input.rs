@@ -103,6 +103,39 @@ async fn modern_headers_must_match_the_body() {
     assert_eq!(r.status(), 400);
     let v: Value = r.json().await.expect("json");
     assert_eq!(v["error"]["code"], -32020);
+    // tasks/stream: a wrong Mcp-Name is a mismatch; a missing one is accepted (the revision's
+    // table of Mcp-Name sources, and so the official SDK, has no entry for it).
+    let task = "0123456789abcdef0123456789abcdef";
+    let stream = |name: Option<&str>| {
+        let mut r = c
+            .post(&server.url)
+            .header("content-type", "application/json")
+            .header("mcp-method", "tasks/stream");
+        if let Some(n) = name {
+            r = r.header("mcp-name", n.to_owned());
+        }
+        r.body(
+            json!({"jsonrpc": "2.0", "id": 5, "method": "tasks/stream",
+                   "params": {"taskId": task, "_meta": crate::client::modern_meta()}})
+            .to_string(),
+        )
+    };
+    let wrong = stream(Some("ffffffffffffffffffffffffffffffff"))
+        .send()
+        .await
+        .expect("send");
+    assert_eq!(wrong.status(), 400);
+    let v: Value = wrong.json().await.expect("json");
+    assert_eq!(v["error"]["code"], -32020);
+    for name in [None, Some(task)] {
+        let r = stream(name).send().await.expect("send");
+        assert_eq!(r.status(), 200);
+        let v: Value = r.json().await.expect("json");
+        assert_eq!(
+            v["error"]["code"], -32602,
+            "unknown task, past the header check"
+        );
+    }
     still_serving(&server.url).await;
 }
 

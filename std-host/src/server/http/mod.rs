@@ -461,7 +461,7 @@ impl Server {
                 return self.initialize(body, id, principal).await;
             }
             (None, m) if modern || m == "ping" || id.is_none() => {
-                if modern {
+                if modern && id.is_some() {
                     if let Err(e) = check_headers(headers, &method, &params) {
                         let rid = id.as_ref().and_then(request_id);
                         return http_error_line(StatusCode::BAD_REQUEST, &e, rid.as_ref());
@@ -891,8 +891,9 @@ fn request_id(v: &Value) -> Option<RequestId> {
     }
 }
 
-/// 2026-07-28 HTTP headers: `Mcp-Method` equals the body's method; `Mcp-Name` equals the tool
-/// name of `tools/call` and the `taskId` of `tasks/*`.
+/// 2026-07-28 HTTP headers (SEP-2243): `Mcp-Method` equals the body's method; `Mcp-Name`
+/// equals the tool name of `tools/call` and the `taskId` of `tasks/*` (optional on
+/// `tasks/stream`, matched when sent).
 fn check_headers(headers: &HeaderMap, method: &str, params: &Value) -> Result<(), ServerError> {
     match header_str(headers, "mcp-method") {
         Some(m) if m == method => {}
@@ -921,6 +922,10 @@ fn check_headers(headers: &HeaderMap, method: &str, params: &Value) -> Result<()
         (Some(h), Some(b)) if h == b => Ok(()),
         // A body without the field is the engine's to refuse (invalid params).
         (None, None) => Ok(()),
+        // `tasks/stream` is the SEP's, not the revision's: its table of `Mcp-Name` sources
+        // (and so the official SDK) has no entry for it. A header sent must match; a missing
+        // one is accepted.
+        (None, Some(_)) if method == taskstream_core::rpc::method::TASKS_STREAM => Ok(()),
         (None, Some(_)) => Err(ServerError::HeaderMismatch(
             "the Mcp-Name header is missing".into(),
         )),
