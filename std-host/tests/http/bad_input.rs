@@ -328,3 +328,92 @@ async fn stalled_and_vanishing_clients_do_not_hold_others_back() {
     still_serving(&server.url).await;
     drop(stalled);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn request_ids_that_cannot_be_echoed_are_refused() {
+    let server = Server::start(&[]);
+    for id in ["null", "1.5", "{}", "[1]", "true", "18446744073709551615"] {
+        let body = format!("{{\"jsonrpc\":\"2.0\",\"id\":{id},\"method\":\"ping\"}}");
+        let (status, v) = raw_post(&server.url, &[JSON], &body).await;
+        assert_eq!(status, 400, "id {id}");
+        assert_eq!(v["error"]["code"], -32600, "id {id}");
+        assert_eq!(v["id"], Value::Null);
+    }
+    let long = format!(
+        "{{\"jsonrpc\":\"2.0\",\"id\":\"{}\",\"method\":\"ping\"}}",
+        "x".repeat(200)
+    );
+    let (status, _) = raw_post(&server.url, &[JSON], &long).await;
+    assert_eq!(status, 400, "an id longer than the server keeps");
+    still_serving(&server.url).await;
+}
+
+/// The process-wide cap on running tasks holds across principals and sessions; the
+/// per-principal limit holds across that principal's sessions.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn running_task_limits_span_connections() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let file = dir.path().join("tokens");
+    std::fs::write(&file, "ta alice\ntb bob\n").expect("write");
+    let server = Server::start(&[
+        "--auth-token-file",
+        file.to_str().expect("utf-8"),
+        "--max-running-tasks",
+        "2",
+        "--max-total-running-tasks",
+        "3",
+    ]);
+    let a1 = Session::open(&server.url, Some("ta")).await;
+    let a2 = Session::open(&server.url, Some("ta")).await;
+    let b = Session::open(&server.url, Some("tb")).await;
+    let call = json!({"name": "emit", "arguments": {"count": 100, "interval_ms": 100}, "task": {}});
+    let ok = |v: &Value| v["result"]["task"]["taskId"].is_string();
+    assert!(ok(&a1.call(1, "tools/call", call.clone()).await));
+    assert!(ok(&a2.call(1, "tools/call", call.clone()).await));
+    // Alice's third, on either session: her limit.
+    let refused = a1.call(2, "tools/call", call.clone()).await;
+    assert_eq!(refused["error"]["code"], -32602, "{refused}");
+    assert_eq!(refused["error"]["data"]["reason"], "task_limit");
+    assert!(ok(&b.call(1, "tools/call", call.clone()).await));
+    // Bob's second: the process's cap (3 running).
+    let capped = b.call(2, "tools/call", call.clone()).await;
+    assert_eq!(capped["error"]["code"], -32602, "{capped}");
+    let message = capped["error"]["message"].as_str().expect("message");
+    assert!(message.contains("--max-total-running-tasks"), "{message}");
+    still_serving_with(&server.url, "ta").await;
+}
+
+async fn still_serving_with(url: &str, token: &str) {
+    let s = Session::open(url, Some(token)).await;
+    let v = s.call(9, "ping", json!({})).await;
+    assert_eq!(v["result"], json!({}));
+}
+
+/// Thousands of connections that open and never send a request (or send half a header) do
+/// not stop the server from serving a real client.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn half_open_connections_do_not_starve_others() {
+    let server = Server::start(&[]);
+    let port = server.port;
+    let held = tokio::task::spawn_blocking(move || {
+        let mut socks = Vec::new();
+        for i in 0..2000 {
+            let mut s = TcpStream::connect(("127.0.0.1", port)).expect("connect");
+            if i % 2 == 0 {
+                s.write_all(b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Le")
+                    .expect("write");
+            }
+            socks.push(s);
+        }
+        socks
+    })
+    .await
+    .expect("connections");
+    assert_eq!(held.len(), 2000);
+    still_serving(&server.url).await;
+    let s = Session::open(&server.url, None).await;
+    let task = s.emit(3, 0).await;
+    let (seqs, _) = s.stream(1, &task, None).await.rest().await;
+    assert_eq!(seqs, [0, 1, 2, 3, 4]);
+    drop(held);
+}

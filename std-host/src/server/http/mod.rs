@@ -451,6 +451,16 @@ impl Server {
             // A response from the client (we send no requests): accepted, nothing to do.
             return status(StatusCode::ACCEPTED);
         };
+        // The answer is routed back by its id, so a request must have one the engine echoes
+        // as it came (JSON-RPC: a string or an integer, never null).
+        if id.as_ref().is_some_and(|i| request_id(i).is_none()) {
+            return http_error(
+                StatusCode::BAD_REQUEST,
+                ErrorCode::InvalidRequest,
+                "Invalid Request: id must be a string or an integer",
+                None,
+            );
+        }
         let modern = params
             .get("_meta")
             .and_then(|m| m.get("io.modelcontextprotocol/protocolVersion"))
