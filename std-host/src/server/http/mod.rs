@@ -53,6 +53,8 @@ const SESSION: &str = "mcp-session-id";
 const HISTORY: usize = 1024;
 /// A session unused this long may be evicted when the session limit is reached.
 const IDLE_SESSION: Duration = Duration::from_secs(600);
+/// Threads for blocking work (engine calls, stream pumps).
+const BLOCKING_THREADS: usize = 32;
 /// How long shutdown waits for open responses.
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
 
@@ -127,6 +129,9 @@ pub fn serve_http(process: Arc<Process>, http: &HttpConfig) -> Result<(), ServeE
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .thread_name("http")
+        // Engine calls and stream pumps are short; a bounded pool keeps a burst of a thousand
+        // streams from becoming a thousand threads (they queue instead).
+        .max_blocking_threads(BLOCKING_THREADS)
         .build()
         .map_err(|e| fail(format!("starting the runtime: {e}")))?;
     let result = runtime.block_on(async {
@@ -148,13 +153,14 @@ pub fn serve_http(process: Arc<Process>, http: &HttpConfig) -> Result<(), ServeE
         let app = axum::Router::new()
             .fallback(handle)
             .with_state(Arc::clone(&server));
+        let signal = shutdown_signal()?;
         log!(Info, "listening on http://{local}/mcp");
         let stopping = Arc::new(tokio::sync::Notify::new());
         let graceful = {
             let process = Arc::clone(&process);
             let stopping = Arc::clone(&stopping);
             async move {
-                shutdown_signal().await;
+                signal.await;
                 log!(Info, "shutting down");
                 // Ends every open stream: they see the flag when woken.
                 process.begin_shut_down();
@@ -175,19 +181,21 @@ pub fn serve_http(process: Arc<Process>, http: &HttpConfig) -> Result<(), ServeE
     result
 }
 
-async fn shutdown_signal() {
-    let term = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut s) => {
-                s.recv().await;
-            }
-            Err(_) => std::future::pending::<()>().await,
-        }
+/// SIGTERM or SIGINT. The handlers are installed when this is called (not when the future is
+/// first polled), so a signal right after the listening line is not lost.
+fn shutdown_signal() -> Result<impl std::future::Future<Output = ()>, ServeError> {
+    use tokio::signal::unix::{signal, SignalKind};
+    let install = |kind| {
+        signal(kind).map_err(|e| ServeError::Http(format!("installing a signal handler: {e}")))
     };
-    tokio::select! {
-        _ = tokio::signal::ctrl_c() => {}
-        () = term => {}
-    }
+    let mut term = install(SignalKind::terminate())?;
+    let mut int = install(SignalKind::interrupt())?;
+    Ok(async move {
+        tokio::select! {
+            _ = term.recv() => {}
+            _ = int.recv() => {}
+        }
+    })
 }
 
 /// A plain HTTP error with a JSON-RPC error body.
