@@ -240,7 +240,7 @@ impl CancelledParamsError {
             CancelledParamsError::DuplicateMember => "cancelled: requestId given twice",
             CancelledParamsError::MissingRequestId => "cancelled: requestId is required",
             CancelledParamsError::RequestIdType => {
-                "cancelled: requestId must be a string or an integer"
+                "cancelled: requestId must be a string or an integer (not -0)"
             }
             CancelledParamsError::RequestIdTooLong => "cancelled: requestId is too long",
         }

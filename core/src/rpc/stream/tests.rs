@@ -223,6 +223,7 @@ fn cancelled_params() {
     check("{}", Err(MissingRequestId));
     check(r#"{"requestId":null}"#, Err(RequestIdType));
     check(r#"{"requestId":1.5}"#, Err(RequestIdType));
+    check(r#"{"requestId":-0}"#, Err(RequestIdType));
     check(r#"{"requestId":true}"#, Err(RequestIdType));
     check(r#"{"requestId":1,"requestId":2}"#, Err(DuplicateMember));
     check(
