@@ -421,8 +421,9 @@ impl Shared {
         }
     }
 
-    /// A Tasks method or `tasks/stream`: refused while the failed-lookup allowance is spent
-    /// (SE-07); a miss spends it.
+    /// A Tasks method or `tasks/stream`. A miss spends the failed-lookup allowance (SE-07); while
+    /// it is spent, a miss is answered `too_many_failures` instead of its own error and costs
+    /// nothing, and a request that finds one of the principal's own tasks is served as ever.
     fn lookup(
         self: &Arc<Self>,
         id: &RequestId,
@@ -431,12 +432,6 @@ impl Shared {
         raw: &[u8],
         params: &Map<String, Value>,
     ) -> Result<Option<Value>, ServerError> {
-        let now = Instant::now();
-        if let Err(wait) = self.failures().admit(now) {
-            return Err(ServerError::TooManyFailures {
-                retry_after_ms: u64::try_from(wait.as_millis()).unwrap_or(u64::MAX).max(1),
-            });
-        }
         let codec = || Codec::for_method(era, method);
         let answer = match method {
             "tasks/get" => codec().and_then(|c| self.tasks_get(c, params)).map(Some),
@@ -455,17 +450,27 @@ impl Shared {
                 .map(|()| None),
             other => Err(ServerError::MethodNotFound(other.to_owned())),
         };
-        if let Err(e) = &answer {
-            if e.is_failed_lookup() && self.failures().record(now) {
-                log!(
-                    Warn,
-                    "more than {} failed task lookups in a minute (unknown tasks or bad \
-                     cursors): refusing Tasks requests for a while",
-                    self.config.max_failed_lookups_per_minute
-                );
+        match answer {
+            Err(e) if e.is_failed_lookup() => {
+                let now = Instant::now();
+                let mut failures = self.failures();
+                if let Err(wait) = failures.admit(now) {
+                    return Err(ServerError::TooManyFailures {
+                        retry_after_ms: u64::try_from(wait.as_millis()).unwrap_or(u64::MAX).max(1),
+                    });
+                }
+                if failures.record(now) {
+                    log!(
+                        Warn,
+                        "more than {} failed task lookups in a minute (unknown tasks or bad \
+                         cursors): refusing failed lookups for a while",
+                        self.config.max_failed_lookups_per_minute
+                    );
+                }
+                Err(e)
             }
+            answer => answer,
         }
-        answer
     }
 
     fn failures(&self) -> MutexGuard<'_, guard::FailedLookups> {
