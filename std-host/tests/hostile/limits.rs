@@ -10,7 +10,7 @@ use serde_json::{json, Value};
 use crate::check::{
     assert_healthy, assert_intact, log_barrier, start_emit, stream_all, wait_terminal,
 };
-use crate::client::{Server, DEADLINE};
+use crate::client::{modern, Server, DEADLINE};
 
 /// Polls `probe` (a request whose answer is checked by `done`) until `done` holds, with a
 /// deadline. Each poll is a request, so this waits on the server's own answers.
@@ -62,6 +62,65 @@ fn se07_concurrent_streams_per_connection() {
     }
     assert_eq!(n, 22);
     assert_healthy(&mut s, &tasks);
+}
+
+/// RS-04 / RS-06 at the stream limit: a request that needs no stream needs no slot, in both
+/// eras; one that needs a stream is still refused.
+#[test]
+fn at_the_stream_limit_a_finished_task_at_its_last_seq_gets_the_empty_result() {
+    let mut s = Server::in_memory(&["--max-streams", "1"]);
+    for era in ["modern", "legacy"] {
+        let p = |params: Value| {
+            if era == "modern" {
+                modern(params, true)
+            } else {
+                params
+            }
+        };
+        if era == "legacy" {
+            s.initialize();
+        }
+        let created = |s: &mut Server, count: u64, interval: u64| -> String {
+            let mut params =
+                json!({"name": "emit", "arguments": {"count": count, "interval_ms": interval}});
+            if era == "legacy" {
+                params["task"] = json!({});
+            }
+            let r = s.ok("tools/call", p(params));
+            r["taskId"]
+                .as_str()
+                .or_else(|| r["task"]["taskId"].as_str())
+                .expect("taskId")
+                .to_owned()
+        };
+        let done = created(&mut s, 2, 0);
+        let long = created(&mut s, 1000, 50);
+        poll_until(
+            &mut s,
+            "the short task to end",
+            |s| s.ok("tasks/get", p(json!({"taskId": done}))),
+            |r| r["status"] == json!("completed"),
+        );
+        let open = s.request("tasks/stream", p(json!({"taskId": long})));
+        // The only slot is taken. The finished task's last seq is 3 (working, 2 events,
+        // completed): nothing to send, so the result comes at once, with no event.
+        let id = s.request("tasks/stream", p(json!({"taskId": done, "after": 3})));
+        let l = s.recv("the empty result", |v| v["id"] == json!(id));
+        let want = if era == "modern" {
+            json!({"resultType": "complete"})
+        } else {
+            json!({})
+        };
+        assert_eq!(l.v["result"], want, "{era}: {}", l.raw);
+        // A stream that would deliver something still needs the slot.
+        let e = s.err("tasks/stream", p(json!({"taskId": done, "after": 0})));
+        assert_eq!(e["data"]["reason"], json!("stream_limit"), "{era}: {e}");
+        s.send(
+            &json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
+                       "params": {"requestId": open}}),
+        );
+        s.ok("tasks/cancel", p(json!({"taskId": long})));
+    }
 }
 
 #[test]

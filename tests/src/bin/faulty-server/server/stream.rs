@@ -101,13 +101,6 @@ impl<W: Write> Server<W> {
             e.data = Some(json!({"reason": "stream_active"}));
             return Err(e);
         }
-        if !self.has(Fault::NoStreamLimit)
-            && self.streams.iter().filter(active).count() >= self.opts.max_streams
-        {
-            let mut e = error(-32602, "Too many active streams");
-            e.data = Some(json!({"reason": "stream_limit"}));
-            return Err(e);
-        }
         let earliest = task.earliest();
         if let Some(after) = after {
             let limit = if self.has(Fault::GoneOffByOne) {
@@ -142,6 +135,17 @@ impl<W: Write> Server<W> {
             }
             Some(after) => after + 1,
         };
+        // The limit binds only a stream with something to send: one answered at once (RS-04,
+        // RS-06) needs no slot.
+        let answered_at_once = !running && task.first_from(next).is_none();
+        if !answered_at_once
+            && !self.has(Fault::NoStreamLimit)
+            && self.streams.iter().filter(active).count() >= self.opts.max_streams
+        {
+            let mut e = error(-32602, "Too many active streams");
+            e.data = Some(json!({"reason": "stream_limit"}));
+            return Err(e);
+        }
         let held = running && self.has(Fault::LiveBeforeReplay) && task.first_from(next).is_some();
         let empty = after.is_none() && !running && task.log.is_empty();
         let hang = empty && self.has(Fault::EmptyNoResult);
