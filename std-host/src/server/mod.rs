@@ -400,6 +400,15 @@ impl Shared {
             Ok(era) => era,
             Err(e) => return self.out.send(&e.line(Some(id))),
         };
+        // A 2025-06-18 session has no Tasks: no Tasks method, and `params.task` is an unknown
+        // member of `tools/call` (the call runs plainly).
+        let mut params = params;
+        if !session.offers_tasks() {
+            if is_task_lookup(method) {
+                return self.reply(id, era, Err(ServerError::MethodNotFound(method.to_owned())));
+            }
+            params.remove("task");
+        }
         // Ok(Some): answer now; Ok(None): answered (or to be answered) elsewhere.
         let answer = if is_task_lookup(method) {
             self.lookup(id, era, method, raw, &params)
@@ -409,7 +418,8 @@ impl Shared {
                 "server/discover" if era != Era::Legacy => {
                     Ok(Some(lifecycle::discover(&self.server_info)))
                 }
-                "tools/list" => Ok(Some(tools::list(era, self.limits()))),
+                "tools/list" => Ok(Some(tools::list(era, self.limits())))
+                    .map(|list| list.map(|l| tools::for_session(l, session.offers_tasks()))),
                 "tools/call" => self.tools_call(id, era, &params).map(|()| None),
                 other => Err(ServerError::MethodNotFound(other.to_owned())),
             }

@@ -248,7 +248,7 @@ impl<W: Write> Server<W> {
         json!({
             "resultType": "complete",
             "supportedVersions": [MODERN],
-            "capabilities": {"tools": {}, "extensions": {TASKS_EXTENSION: {"eventStreams": {}}}},
+            "capabilities": {"tools": {}, "extensions": {TASKS_EXTENSION: {}, "dev.taskstream/event-streams": {}}},
             "serverInfo": {"name": "faulty-server", "version": env!("CARGO_PKG_VERSION")},
             "ttlMs": 60000,
             "cacheScope": "public",
