@@ -63,16 +63,18 @@ impl Out {
         self.put(text.as_bytes())
     }
 
-    pub(crate) fn u64(&mut self, mut n: u64) -> &mut Out {
+    pub(crate) fn u64(&mut self, n: u64) -> &mut Out {
         let mut digits = [0u8; 20];
         let mut i = digits.len();
-        loop {
+        let mut n = n;
+        while i > 0 {
             i -= 1;
+            let (q, r) = divmod(n, 10);
             if let Some(d) = digits.get_mut(i) {
-                *d = b'0' + (n % 10) as u8;
+                *d = b'0' + r as u8;
             }
-            n /= 10;
-            if n == 0 || i == 0 {
+            n = q;
+            if n == 0 {
                 break;
             }
         }
@@ -81,7 +83,7 @@ impl Out {
     }
 
     /// Two decimal digits, zero-padded.
-    pub(crate) fn two(&mut self, n: u64) -> &mut Out {
+    pub(crate) fn two(&mut self, n: u32) -> &mut Out {
         self.put(&[b'0' + (n / 10 % 10) as u8, b'0' + (n % 10) as u8])
     }
 
@@ -119,11 +121,12 @@ impl Out {
     /// Milliseconds since boot as an ISO-8601 UTC time counted from the Unix epoch (the board
     /// has no real-time clock), e.g. `1970-01-01T00:00:12.345Z`.
     pub(crate) fn time(&mut self, ms: u64) -> &mut Out {
-        let secs = ms / 1000;
-        let days = secs / 86_400;
-        let rest = secs % 86_400;
-        // Howard Hinnant's days-to-civil, for days >= 0.
-        let z = days + 719_468;
+        let (secs, milli) = divmod(ms, 1000);
+        let (minutes, sec) = divmod(secs, 60);
+        let (hours, min) = divmod(minutes, 60);
+        let (days, hour) = divmod(hours, 24);
+        // Howard Hinnant's days-to-civil, for days >= 0 (in 32 bits: years up to 11 million).
+        let z = u32::try_from(days).unwrap_or(u32::MAX - 719_468) + 719_468;
         let era = z / 146_097;
         let doe = z % 146_097;
         let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
@@ -131,22 +134,37 @@ impl Out {
         let mp = (5 * doy + 2) / 153;
         let day = doy - (153 * mp + 2) / 5 + 1;
         let month = if mp < 10 { mp + 3 } else { mp - 9 };
-        let year = yoe + era * 400 + u64::from(month <= 2);
+        let year = yoe + era * 400 + u32::from(month <= 2);
         self.put(b"\"")
-            .u64(year)
+            .u64(year.into())
             .put(b"-")
             .two(month)
             .put(b"-")
             .two(day);
         self.put(b"T")
-            .two(rest / 3600)
+            .two(hour)
             .put(b":")
-            .two(rest % 3600 / 60);
-        self.put(b":").two(rest % 60).put(b".");
-        let milli = ms % 1000;
-        self.u64(milli / 100)
-            .u64(milli / 10 % 10)
-            .u64(milli % 10)
-            .put(b"Z\"")
+            .two(min)
+            .put(b":")
+            .two(sec)
+            .put(b".");
+        self.put(&[
+            b'0' + (milli / 100) as u8,
+            b'0' + (milli / 10 % 10) as u8,
+            b'0' + (milli % 10) as u8,
+        ])
+        .put(b"Z\"")
     }
+}
+
+/// `(n / d, n % d)` for a divisor below 2^16, with 32-bit divisions only (a 64-bit one is a
+/// library routine of about 900 bytes on this core): divide the upper half, then the
+/// remainder joined to each 16-bit half of the lower one (every dividend is below `d·2^16`).
+pub(crate) const fn divmod(n: u64, d: u32) -> (u64, u32) {
+    let hi = (n >> 32) as u32;
+    let lo = n as u32;
+    let mid = (hi % d) << 16 | lo >> 16;
+    let low = (mid % d) << 16 | (lo & 0xffff);
+    let q = (((hi / d) as u64) << 32) | (((mid / d) << 16) | (low / d)) as u64;
+    (q, low % d)
 }
