@@ -218,6 +218,9 @@ fn legacy_handshake(line: &mut Line) {
         Some(&json!("2025-11-25")),
         "{init}"
     );
+    // The answer is a barrier: events read before it belong to the previous peer's streams,
+    // which the handshake dropped.
+    line.events.clear();
     line.send(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
 }
 
@@ -308,10 +311,6 @@ fn unplugged_cable_resumes_gap_free_or_gets_events_gone() {
     assert_gap_free(&resumed, last + 1);
     // seq 0 is the working status, 1..=60 the readings, 61 the completed status.
     assert_eq!(resumed.last(), Some(&61), "{resumed:?}");
-    assert!(
-        resumed.len() as u64 > RING_EVENTS.min(61 - last) / 2,
-        "what the device made while unplugged was replayed: {resumed:?}"
-    );
 
     // 2. The ring moved on: 100 readings 2 ms apart, unplugged after seq 4 until the task has
     //    ended with seqs 0..=101, of which the ring keeps the last 32: 70..=101.
@@ -405,6 +404,9 @@ fn unplugged_cable_in_the_modern_era_resumes_after_cancelling_the_lost_stream() 
         "{answer}"
     );
     line.send(&json!({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": lost}}));
+    // A barrier: once it is answered the device has read the cancellation, so no frame of
+    // the lost stream follows (DX-04) and the events read so far were all the lost stream's.
+    line.call("tasks/get", modern(json!({"taskId": task})));
     line.events.clear();
     let stream = line.open_stream(modern(json!({"taskId": task, "after": last})));
     let (resumed, answer) = line.read_events(stream, &task, |_| false);
