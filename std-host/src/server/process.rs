@@ -24,7 +24,7 @@ use tokio::sync::Notify;
 
 use super::cancel::CancelToken;
 use super::guard::FailedLookups;
-use super::tasks::Codec;
+use super::tasks::{refusal, Codec};
 use super::wire::ServerError;
 use super::Shared;
 use crate::clock;
@@ -271,7 +271,10 @@ impl Process {
                     key,
                     &task_id,
                     &principal,
-                    Err(Stop::Refused(format!("cannot start: {e}"))),
+                    Err(Stop::Refused(
+                        "cannot start: the server could not start the task (its log says why)"
+                            .into(),
+                    )),
                     codec,
                 );
             }
@@ -377,14 +380,6 @@ impl Process {
     }
 }
 
-/// Why a store that reached its budget refused something, for the client.
-pub(crate) fn store_full(limit: u64) -> String {
-    format!(
-        "the server's retained events already take its storage budget of {limit} bytes \
-         (--max-store-bytes); retention frees it as tasks expire"
-    )
-}
-
 /// A task's sink: appends each event to the store (durable before it returns), then wakes the
 /// task's deliveries.
 struct TaskSink<'a> {
@@ -407,14 +402,20 @@ impl Sink for TaskSink<'_> {
         match appended {
             Ok(_) => Ok(()),
             Err(AppendError::Terminal | AppendError::UnknownTask) => Err(Stop::Cancelled),
-            Err(AppendError::PayloadTooLarge { size, limit }) => Err(Stop::Refused(format!(
-                "an event payload of {size} bytes exceeds the limit of {limit}"
-            ))),
-            Err(AppendError::StoreFull { limit, .. }) => Err(Stop::Refused(format!(
-                "cannot record an event: {}",
-                store_full(limit)
-            ))),
-            Err(e) => Err(Stop::Refused(format!("cannot record an event: {e:?}"))),
+            Err(e @ AppendError::PayloadTooLarge { .. }) => Err(Stop::Refused(refusal(&e))),
+            Err(e) => {
+                if matches!(e, AppendError::Storage(_)) {
+                    log!(
+                        Error,
+                        "task {}: cannot record an event: {e:?}",
+                        self.task_id
+                    );
+                }
+                Err(Stop::Refused(format!(
+                    "cannot record an event: {}",
+                    refusal(&e)
+                )))
+            }
         }
     }
 
