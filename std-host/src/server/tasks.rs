@@ -215,7 +215,7 @@ impl Shared {
                 AppendError::StoreFull { limit, .. } => {
                     ServerError::Internal(format!("cannot create the task: {}", store_full(limit)))
                 }
-                e => ServerError::Internal(format!("cannot create the task: {e:?}")),
+                e => ServerError::Internal(format!("cannot create the task: {}", refusal(&e))),
             })?;
             let view = self
                 .store
@@ -413,7 +413,12 @@ impl Shared {
             ) {
                 Ok(_) => true,
                 Err(AppendError::Terminal) => false,
-                Err(e) => return Err(ServerError::Internal(format!("cannot cancel: {e:?}"))),
+                Err(e) => {
+                    return Err(ServerError::Internal(format!(
+                        "cannot cancel: {}",
+                        refusal(&e)
+                    )))
+                }
             }
         };
         if ended {
@@ -587,6 +592,26 @@ pub(crate) fn lifecycle(view: &TaskView) -> Lifecycle {
 }
 
 /// Why a store that reached its budget refused something, for the client.
+/// What a client is told of a refused store write: never the host's paths or internal errors
+/// (those go to the log).
+fn refusal(e: &AppendError) -> String {
+    match e {
+        AppendError::StoreFull { limit, .. } => store_full(*limit),
+        AppendError::Storage(_) => {
+            log!(Error, "storage refused a write: {e:?}");
+            super::delivery::STORAGE_FAILED.to_owned()
+        }
+        AppendError::UnknownTask => "the task is unknown".to_owned(),
+        AppendError::Terminal => "the task has ended".to_owned(),
+        AppendError::InvalidPayload(_) | AppendError::InvalidType(_) => {
+            "the event is not valid".to_owned()
+        }
+        AppendError::PayloadTooLarge { size, limit } => {
+            format!("an event payload of {size} bytes exceeds the limit of {limit}")
+        }
+    }
+}
+
 fn store_full(limit: u64) -> String {
     format!(
         "the server's retained events already take its storage budget of {limit} bytes \
@@ -620,7 +645,10 @@ impl Sink for TaskSink<'_> {
                 "cannot record an event: {}",
                 store_full(limit)
             ))),
-            Err(e) => Err(Stop::Refused(format!("cannot record an event: {e:?}"))),
+            Err(e) => Err(Stop::Refused(format!(
+                "cannot record an event: {}",
+                refusal(&e)
+            ))),
         }
     }
 
