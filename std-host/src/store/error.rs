@@ -41,7 +41,7 @@ pub enum StoreError {
     /// Stored data is not what this version of taskstream wrote.
     Corrupt(String),
     /// The data dir is damaged (not by a torn write): what is wrong and what the operator can
-    /// do. Nothing was changed.
+    /// do. No log record was changed.
     Damaged(String),
     /// A task with this id exists already.
     DuplicateTask(String),
@@ -72,7 +72,7 @@ impl StoreError {
     /// Damage found in `data_dir` at open, with the advice the operator needs.
     pub(crate) fn damaged(data_dir: &Path, what: String) -> StoreError {
         StoreError::Damaged(format!(
-            "{what}. Nothing was changed. Restore the data dir from a backup, or run \
+            "{what}. No log record was changed. Restore the data dir from a backup, or run \
              `taskstream repair --data-dir {}` to go on with every record that is still valid \
              (tasks that were running end failed, after every seq they may have used)",
             data_dir.display()

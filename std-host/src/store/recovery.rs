@@ -119,6 +119,13 @@ pub(crate) fn open(config: StoreConfig, now: Millis, mode: Mode) -> Result<Store
                 }
             };
             let mut checkpoint = index.checkpoint()?;
+            if saved.is_none() && checkpoint > 0 {
+                report.warnings.push(format!(
+                    "the checkpoint record {} is missing, so the index could not be checked \
+                     (a new one is written now)",
+                    dir.join(checkpoint::FILE).display()
+                ));
+            }
             if let Some(saved) = &saved {
                 if checkpoint < saved.lsn && !repair {
                     return Err(StoreError::damaged(

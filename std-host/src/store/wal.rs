@@ -77,8 +77,8 @@ impl std::fmt::Display for WalError {
                 write!(
                     f,
                     "the write-ahead log is damaged: {d}. This is not a torn write: records \
-                     that were durable are lost, and starting would re-use their seqs. Nothing \
-                     was changed. Restore the data dir from a backup, or run `taskstream repair \
+                     that were durable are lost, and starting would re-use their seqs. No log \
+                     record was changed. Restore the data dir from a backup, or run `taskstream repair \
                      --data-dir {}` to keep every valid record (tasks that were running end \
                      failed, after every seq they may have used)",
                     data_dir.display()
@@ -569,7 +569,8 @@ fn skip_bad(bytes: &[u8]) -> (usize, bool) {
 /// A bad record with valid records after it, log missing between the checkpoint and the first
 /// segment or between two segments, or a bad record in any segment but the last, is not a torn
 /// write but [`Damage`]: without `repair` recovery stops there with [`WalError::Damaged`] and
-/// changes no file (records before it may have been applied: every record is a blind write).
+/// changes no segment (records before it may have been applied to the index: every record is
+/// a blind write).
 /// With `repair` the damaged stretch is skipped, every valid record after it is applied, and
 /// the damage is reported in [`Recovered::damage`].
 ///
