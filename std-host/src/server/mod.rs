@@ -110,6 +110,8 @@ pub(crate) struct Shared {
     /// Whether a delivery thread serves this connection (else ended tasks are announced at
     /// once, from the thread that ended them).
     threaded: bool,
+    /// Whether the process exits once storage failed and the clients were told (`serve`).
+    exit_on_storage_failure: AtomicBool,
 }
 
 impl Shared {
@@ -141,6 +143,7 @@ impl Shared {
             legacy: AtomicBool::new(false),
             shutdown: AtomicBool::new(false),
             threaded,
+            exit_on_storage_failure: AtomicBool::new(false),
         }
     }
 
@@ -209,6 +212,9 @@ pub fn serve(
 ) -> Result<(), ServeError> {
     let max_line = config.max_message_bytes;
     let mut conn = Connection::start(config, store, output)?;
+    conn.shared
+        .exit_on_storage_failure
+        .store(true, Ordering::Relaxed);
     let read = io::read_lines(input, max_line, |line| {
         match line {
             io::Line::Message(bytes) => conn.handle_line(bytes),
@@ -455,6 +461,11 @@ impl Shared {
             Ok(era) => era,
             Err(e) => return self.out.send(&e.line(Some(id))),
         };
+        if self.store.has_failed() && method != "ping" {
+            // Fail-stop: no new work, and no answer from a store that can no longer record.
+            let e = ServerError::Internal(delivery::STORAGE_FAILED.into());
+            return self.reply(id, era, Err(e));
+        }
         // A 2025-06-18 session has no Tasks: no Tasks method, and `params.task` is an unknown
         // member of `tools/call` (the call runs plainly).
         let mut params = params;

@@ -452,7 +452,7 @@ pub(crate) fn refusal(e: &AppendError) -> String {
             format!("an event payload of {size} bytes exceeds the limit of {limit}")
         }
         AppendError::StoreFull { limit, .. } => store_full(*limit),
-        AppendError::Storage(_) => "the server could not store it (its log says why)".into(),
+        AppendError::Storage(_) => super::delivery::STORAGE_FAILED.to_owned(),
     }
 }
 

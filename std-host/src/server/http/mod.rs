@@ -159,8 +159,19 @@ pub fn serve_http(process: Arc<Process>, http: &HttpConfig) -> Result<(), ServeE
         let graceful = {
             let process = Arc::clone(&process);
             let stopping = Arc::clone(&stopping);
+            let store = Arc::clone(&process.store);
             async move {
-                signal.await;
+                // A signal, or storage failing (fail-stop, as on stdio: every stream is told,
+                // then the server exits for its supervisor to restart it into recovery).
+                let failed = async {
+                    while !store.has_failed() {
+                        tokio::time::sleep(Duration::from_millis(200)).await;
+                    }
+                };
+                tokio::select! {
+                    () = signal => {}
+                    () = failed => log!(Error, "storage failed; every client is told; the server stops (restart it to recover)"),
+                }
                 log!(Info, "shutting down");
                 // Ends every open stream: they see the flag when woken.
                 process.begin_shut_down();
@@ -178,6 +189,9 @@ pub fn serve_http(process: Arc<Process>, http: &HttpConfig) -> Result<(), ServeE
     // Joining task threads blocks: not on the runtime.
     drop(runtime);
     p.shut_down();
+    if p.store.has_failed() {
+        std::process::exit(super::delivery::EXIT_STORAGE_FAILED);
+    }
     result
 }
 

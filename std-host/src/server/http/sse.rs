@@ -18,7 +18,9 @@ use axum::body::Bytes;
 use futures_util::Stream;
 use tokio::sync::Notify;
 
+use super::super::delivery::STORAGE_FAILED;
 use super::super::stream::{Detached, Frame};
+use super::super::wire::ServerError;
 use super::super::{Process, Shared};
 
 /// A quiet stream sends a comment this often (proxies and clients keep it open).
@@ -146,6 +148,13 @@ async fn next(mut p: Producer) -> Option<(Result<Bytes, Infallible>, Producer)> 
             return Some((Ok(b), p));
         }
         let detached = p.detached.take()?;
+        if p.process.store.has_failed() {
+            // Fail-stop: the stream ends with an error saying so, never silently.
+            let e = ServerError::Internal(STORAGE_FAILED.into());
+            p.queue.push_back(event(None, &e.line(Some(&detached.id))));
+            p.hold.release();
+            continue;
+        }
         if p.process.is_shutting_down() {
             return None;
         }
