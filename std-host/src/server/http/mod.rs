@@ -178,6 +178,12 @@ pub fn serve_http(process: Arc<Process>, http: &HttpConfig) -> Result<(), ServeE
                 stopping.notify_one();
             }
         };
+        // Small SSE frames go out at once (no Nagle delay behind the headers).
+        let listener = axum::serve::ListenerExt::tap_io(listener, |tcp| {
+            if let Err(e) = tcp.set_nodelay(true) {
+                log!(Debug, "TCP_NODELAY: {e}");
+            }
+        });
         let serving = axum::serve(listener, app).with_graceful_shutdown(graceful);
         let serving = tokio::spawn(async move { serving.await });
         stopping.notified().await;
