@@ -43,8 +43,8 @@ OPTIONS:
                                some [default: 1073741824 (1 GiB)]
     --max-message-bytes N      largest incoming JSON-RPC line [default: 1048576]
     --max-streams N            concurrent tasks/stream requests per connection [default: 16]
-    --max-running-tasks N      tasks and plain tool calls running at once per connection
-                               [default: 1024]
+    --max-running-tasks N      tasks running at once per principal, plus a connection's
+                               plain tool calls [default: 1024]
     --max-total-running-tasks N
                                tasks running at once in the whole server, over every
                                connection [default: 16384]
@@ -85,7 +85,8 @@ pub struct ServeConfig {
     /// Active `tasks/stream` requests per connection (`--max-streams`), at most
     /// [`MAX_STREAMS_CAPACITY`].
     pub max_streams: usize,
-    /// Tasks and plain tool calls running at once on a connection (`--max-running-tasks`).
+    /// Tasks running at once per principal, plus a connection's plain tool calls
+    /// (`--max-running-tasks`).
     pub max_running_tasks: usize,
     /// Failed task lookups (unknown task, bad cursor) a connection may make per minute before
     /// its Tasks requests are refused for a while (`--max-failed-lookups-per-minute`, SE-07).
