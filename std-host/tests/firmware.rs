@@ -11,7 +11,7 @@
 //!   fuzz corpora goes through the emulated UART line by line; the device answers or refuses
 //!   each line, never hangs (a `ping` after every line is answered in bounded time) and never
 //!   resets (a task made before the replay still resolves after it, and QEMU, started with
-//!   `-no-reboot`, is still running).
+//!   `-no-reboot`, is still running), and its stack never grew into its static data.
 //!
 //! They need QEMU and the thumbv7m target, which `scripts/firmware` installs: they run when
 //! `TASKSTREAM_FIRMWARE_TESTS=1` (as `scripts/test` sets it) and otherwise say SKIP and pass.
@@ -527,4 +527,13 @@ fn fuzz_corpora_replayed_through_the_uart() {
         board.is_running(),
         "QEMU (started with -no-reboot) still runs"
     );
+    // The stack never reached the static data below it (the device paints that RAM at boot).
+    let ping = line.call("ping", json!({}));
+    let device = ping
+        .pointer("/result/_meta/dev.taskstream~1device")
+        .unwrap_or_else(|| panic!("ping reports the stack: {ping}"));
+    let peak = device["stackPeakBytes"].as_u64().expect("stackPeakBytes");
+    let room = device["stackBytes"].as_u64().expect("stackBytes");
+    eprintln!("device stack: peak {peak} B of {room} B after {lines_sent} corpus lines");
+    assert!(peak > 0 && peak < room, "stack peak {peak} B of {room} B");
 }

@@ -50,6 +50,8 @@ const MAX_INTERVAL_MS: u64 = 3_600_000;
 /// Stream frames written per main-loop turn, so that input is read between them.
 const FRAMES_PER_STEP: usize = 16;
 
+/// Room for the payload of a reading or a status event.
+const PAYLOAD_BYTES: usize = 96;
 const SAMPLE_TYPE: &str = "dev.taskstream.sample";
 const STATUS_TYPE: &str = "dev.taskstream.task.status";
 const SERVER_INFO: &str = r#""serverInfo":{"name":"taskstream-device","version":"0.1.0"}"#;
@@ -217,13 +219,7 @@ impl Agent {
             return self.initialize(id, params);
         }
         if r.method == "ping" {
-            let body = if self.legacy {
-                "{}"
-            } else {
-                r#"{"resultType":"complete"}"#
-            };
-            self.begin(id).s(body);
-            return self.end();
+            return self.ping(id);
         }
         let tasks_declared = if self.legacy {
             true
@@ -250,6 +246,23 @@ impl Agent {
             "tasks/stream" => self.tasks_stream(id, params),
             _ => self.error(Some(id), &RpcError::new(ErrorCode::MethodNotFound)),
         }
+    }
+
+    /// `ping`, whose result carries the device's stack use in a vendor `_meta` entry.
+    fn ping(&mut self, id: &RequestId) {
+        let (peak, room) = crate::stack_use();
+        let legacy = self.legacy;
+        let out = self.begin(id);
+        out.s(r#"{"_meta":{"dev.taskstream/device":{"stackPeakBytes":"#)
+            .u64(peak as u64)
+            .s(r#","stackBytes":"#)
+            .u64(room as u64)
+            .s("}}");
+        if !legacy {
+            out.s(r#","resultType":"complete""#);
+        }
+        out.s("}");
+        self.end();
     }
 
     fn initialize(&mut self, id: &RequestId, params: &[u8]) {
@@ -683,7 +696,7 @@ fn append(task: &mut Task, now: Millis, event_type: &str, payload: &[u8]) {
 
 /// One reading of the board, as an event.
 fn sample(task: &mut Task, now: Millis) {
-    let mut out = Out::new();
+    let mut out = Out::<PAYLOAD_BYTES>::new();
     out.s(r#"{"i":"#)
         .u64(task.done)
         .s(r#","reading":"#)
@@ -698,7 +711,7 @@ fn sample(task: &mut Task, now: Millis) {
 }
 
 fn status_event(task: &mut Task, now: Millis) {
-    let mut out = Out::new();
+    let mut out = Out::<PAYLOAD_BYTES>::new();
     out.s(r#"{"status":""#).s(task.status.name()).s(r#""}"#);
     if let Some(payload) = out.message() {
         append(task, now, STATUS_TYPE, payload);
