@@ -16,6 +16,10 @@
 //! message and error is written by the core's serialisers. Capacities: [`TASKS`] task slots,
 //! each with its own ring of [`RING_EVENTS`] events in [`RING_BYTES`] bytes, and [`STREAMS`]
 //! concurrent streams. A slot is free again [`TTL_MS`] after its task ended.
+//!
+//! Task ids are 128 bits of xorshift128+, reseeded for every task with the timing jitter of
+//! the bytes received so far (see `main.rs`): the AN385 has no random number generator, so an
+//! id is as unpredictable as that jitter; a board with one should seed from it instead.
 
 use core::mem::MaybeUninit;
 
@@ -168,10 +172,14 @@ impl Agent {
         agent
     }
 
-    /// Mixes a value read from the board into the task id generator.
+    /// Mixes a value read from the board (timer counts, input timing jitter) into the task id
+    /// generator.
     pub(crate) fn seed(&mut self, value: u32) {
-        self.rng[0] ^= u64::from(value) | 0x9e37_79b9_7f4a_7c15;
-        self.rng[1] ^= u64::from(value).rotate_left(32) | 1;
+        self.rng[0] ^= u64::from(value).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        self.rng[1] ^= u64::from(value).rotate_left(32);
+        if self.rng == [0, 0] {
+            self.rng[1] = 1;
+        }
     }
 
     fn random(&mut self) -> u64 {
@@ -361,10 +369,8 @@ impl Agent {
                 "all task slots are in use; a slot is free again 60 s after its task ended",
             );
         };
-        let (a, b) = (
-            self.random(),
-            self.random() ^ u64::from(crate::systick_value()),
-        );
+        self.seed(crate::jitter() ^ crate::systick_value());
+        let (a, b) = (self.random(), self.random());
         let Some(task) = self.tasks.get_mut(slot) else {
             return;
         };

@@ -100,6 +100,16 @@ pub(crate) fn systick_value() -> u32 {
     read(scs::SYST_CVR)
 }
 
+/// Timing jitter: SysTick's count at every byte received, folded together by the receive
+/// interrupt. The board has no random number generator; the arrival times of a peer's bytes,
+/// at 40 ns resolution, are the unpredictable input it has. Task ids are drawn from it.
+static JITTER: AtomicU32 = AtomicU32::new(0);
+
+/// The jitter gathered so far.
+pub(crate) fn jitter() -> u32 {
+    JITTER.load(Ordering::Relaxed)
+}
+
 /// A single-producer (the receive interrupt), single-consumer (the main loop) byte FIFO.
 struct RxFifo {
     buf: UnsafeCell<[u8; RX_FIFO_BYTES]>,
@@ -350,6 +360,8 @@ extern "C" fn systick() {
 
 extern "C" fn uart0_rx() {
     write(uart::INTCLEAR, uart::INT_RX);
+    let mixed = JITTER.load(Ordering::Relaxed).rotate_left(7) ^ systick_value();
+    JITTER.store(mixed.wrapping_mul(0x9e37_79b9), Ordering::Relaxed);
     if !RX.fill_from_uart() {
         // Full: stop the interrupt until the main loop has taken bytes.
         write(uart::CTRL, uart::CTRL_TX_EN | uart::CTRL_RX_EN);
