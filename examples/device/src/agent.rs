@@ -53,6 +53,8 @@ const MAX_COUNT: u64 = 1_000_000;
 const MAX_INTERVAL_MS: u64 = 3_600_000;
 /// Stream frames written per main-loop turn, so that input is read between them.
 const FRAMES_PER_STEP: usize = 16;
+/// Readings taken per task and main-loop turn, likewise.
+const SAMPLES_PER_STEP: usize = 16;
 
 /// Room for the payload of a reading or a status event.
 const PAYLOAD_BYTES: usize = 96;
@@ -390,10 +392,7 @@ impl Agent {
         task.updated = now;
         task.ring.reset(Seq::ZERO);
         status_event(task, now);
-        if interval_ms == 0 || count == 0 {
-            while task.done < count {
-                sample(task, now);
-            }
+        if count == 0 {
             finish(task, Status::Completed, now);
         }
         let legacy = self.legacy;
@@ -520,14 +519,24 @@ impl Agent {
         }
     }
 
-    /// One turn of the timers and the streams: due readings, retention, then up to
-    /// [`FRAMES_PER_STEP`] stream frames. Answers whether frames are left to write.
+    /// One turn of the timers and the streams: up to [`SAMPLES_PER_STEP`] due readings per
+    /// task, retention, then up to [`FRAMES_PER_STEP`] stream frames. Answers whether readings
+    /// or frames are left for the next turn.
     pub(crate) fn step(&mut self, now: Millis) -> bool {
+        let mut behind = false;
         for task in &mut self.tasks {
             if !task.used {
                 continue;
             }
+            // Readings that are due, at most a turn's worth, so that a task without an
+            // interval (or one far behind) does not keep input waiting.
+            let mut budget = SAMPLES_PER_STEP;
             while task.status == Status::Working && task.due <= now {
+                if budget == 0 {
+                    behind = true;
+                    break;
+                }
+                budget -= 1;
                 sample(task, now);
                 task.due = task.due.saturating_add(Millis(task.interval_ms));
                 if task.done >= task.count {
@@ -554,7 +563,7 @@ impl Agent {
                 })
             });
             let Some(step) = step else {
-                return false;
+                return behind;
             };
             let written = match step {
                 Pump::Event {
