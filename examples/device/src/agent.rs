@@ -8,7 +8,8 @@
 //!   `interval_ms` apart, one `dev.taskstream.sample` event per reading, between two
 //!   `dev.taskstream.task.status` events;
 //! - `tools/call` as a task (SEP-1686 `params.task` in the legacy era, the SEP-2663 extension
-//!   in the modern one), `tasks/get`, `tasks/cancel`;
+//!   in the modern one), `tasks/get`, `tasks/cancel`, and in the legacy era `tasks/result`
+//!   (answered when the task ends; one waiting request per task) and `tasks/list`;
 //! - `tasks/stream` (SEP-2694): replay from the task's ring, live delivery, `events_gone` when
 //!   the ring moved past the cursor, `notifications/cancelled` of a stream.
 //!
@@ -130,6 +131,8 @@ struct Task {
     created: Millis,
     updated: Millis,
     ring: EventRing<RING_EVENTS, RING_BYTES>,
+    /// A legacy `tasks/result` waiting for the task to end (one per task).
+    waiter: Option<RequestId>,
 }
 
 impl Task {
@@ -217,7 +220,14 @@ impl Agent {
     fn notification(&mut self, n: &Notification<'_>) {
         if n.method == rpc::method::CANCELLED {
             if let Ok(id) = rpc::parse_cancelled_params(n.params.unwrap_or(b"{}")) {
-                self.streams.cancel(&id);
+                if self.streams.cancel(&id).is_none() {
+                    // Or a waiting `tasks/result`: it is dropped, unanswered.
+                    for task in &mut self.tasks {
+                        if task.waiter.as_ref() == Some(&id) {
+                            task.waiter = None;
+                        }
+                    }
+                }
             }
         }
     }
@@ -254,6 +264,9 @@ impl Agent {
             "tasks/get" => self.tasks_get(id, params),
             "tasks/cancel" => self.tasks_cancel(id, params, now),
             "tasks/stream" => self.tasks_stream(id, params),
+            // SEP-1686 only: the extension of 2026-07-28 has neither.
+            "tasks/result" if self.legacy => self.tasks_result(id, params),
+            "tasks/list" if self.legacy => self.tasks_list(id),
             _ => self.error(Some(id), &RpcError::new(ErrorCode::MethodNotFound)),
         }
     }
@@ -279,6 +292,9 @@ impl Agent {
         self.legacy = true;
         // A handshake on the line is a new peer: the old one's streams are gone with it.
         self.streams = StreamTable::new(STREAMS);
+        for task in &mut self.tasks {
+            task.waiter = None;
+        }
         let version = if params::is_string(params, "protocolVersion", "2025-06-18") {
             "2025-06-18"
         } else {
@@ -287,7 +303,7 @@ impl Agent {
         self.begin(id)
             .s(r#"{"protocolVersion":""#)
             .s(version)
-            .s(r#"","capabilities":{"tools":{},"tasks":{"cancel":{},"requests":{"tools":{"call":{}}},"eventStreams":{}}},"#)
+            .s(r#"","capabilities":{"tools":{},"tasks":{"list":{},"cancel":{},"requests":{"tools":{"call":{}}},"eventStreams":{}}},"#)
             .s(SERVER_INFO)
             .s("}");
         self.end();
@@ -391,6 +407,7 @@ impl Agent {
         task.created = now;
         task.updated = now;
         task.ring.reset(Seq::ZERO);
+        task.waiter = None;
         status_event(task, now);
         if count == 0 {
             finish(task, Status::Completed, now);
@@ -475,6 +492,42 @@ impl Agent {
         self.end();
     }
 
+    /// `tasks/result` (SEP-1686): the tool's result once the task has ended, at once or when
+    /// it does.
+    fn tasks_result(&mut self, id: &RequestId, params: &[u8]) {
+        let Some(slot) = self.find_task(id, params) else {
+            return;
+        };
+        let task = &mut self.tasks[slot];
+        if task.status != Status::Working {
+            return final_answer(&mut self.out, id, task);
+        }
+        if task.waiter.is_some() {
+            let e = RpcError {
+                code: ErrorCode::InvalidParams,
+                message: "Invalid params: a tasks/result request already waits for this task",
+                data: rpc::ErrorData::Reason(rpc::Reason::WaiterLimit),
+            };
+            return self.error(Some(id), &e);
+        }
+        task.waiter = Some(id.clone());
+    }
+
+    /// `tasks/list` (SEP-1686): every task the device holds, in one page.
+    fn tasks_list(&mut self, id: &RequestId) {
+        let out = begin(&mut self.out, id);
+        out.s(r#"{"tasks":["#);
+        let mut first = true;
+        for task in self.tasks.iter().filter(|t| t.used) {
+            out.s(if first { "{" } else { ",{" });
+            task_fields(out, task, true);
+            out.s("}");
+            first = false;
+        }
+        out.s("]}");
+        self.end();
+    }
+
     fn tasks_stream(&mut self, id: &RequestId, params: &[u8]) {
         let p = match rpc::parse_stream_params(params) {
             Ok(p) => p,
@@ -544,8 +597,13 @@ impl Agent {
                 }
             }
             task.ring.expire(now, &POLICY);
-            if task.status != Status::Working && POLICY.is_task_expired(task.updated, now) {
-                task.used = false;
+            if task.status != Status::Working {
+                if let Some(waiter) = task.waiter.take() {
+                    final_answer(&mut self.out, &waiter, task);
+                }
+                if POLICY.is_task_expired(task.updated, now) {
+                    task.used = false;
+                }
             }
         }
         let era = if self.legacy {
@@ -682,6 +740,22 @@ fn send(out: &Out) {
         ),
     }
     crate::uart_write(b"\n");
+}
+
+/// The answer to `tasks/result` for an ended task: the tool's result with the related-task
+/// `_meta`, or, for a cancelled task, an internal error saying so.
+fn final_answer(out: &mut Out, id: &RequestId, task: &Task) {
+    if task.status == Status::Cancelled {
+        let e = RpcError::new(ErrorCode::InternalError).with_message("the task was cancelled");
+        return send_error(out, Some(id), &e);
+    }
+    begin(out, id)
+        .s(r#"{"content":[{"type":"text","text":"sampled "#)
+        .u64(task.done)
+        .s(r#" readings"}],"isError":false,"_meta":{"io.modelcontextprotocol/related-task":{"taskId":""#)
+        .s(task.id())
+        .s(r#""}}}}"#);
+    send(out);
 }
 
 /// The fields of a task (SEP-1686 names in the legacy era, SEP-2663 names in the modern one).
