@@ -1,6 +1,6 @@
 //! The requirement IDs the suite checks on the wire, one row each.
 //!
-//! IDs are those of the SEP-2694 checklist (MCP digest, section (c)), plus the derived `DX-*`
+//! IDs are those of the SEP-2694 checklist (docs/specification/requirements.md), plus the derived `DX-*`
 //! rules; RS-03 is split into its two branches, `RS-03a` (replay) and `RS-03b` (`events_gone`).
 //! Client-only rules and rules that need another transport are not here: the traceability file
 //! `sep-2694.yaml` lists them as not testable. This module owns only the table; what each check

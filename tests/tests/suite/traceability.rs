@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 
 use taskstream_conformance::{check, Level, CHECKS};
 
-/// The IDs of the SEP-2694 checklist (MCP digest, section (c)); RS-03 is traced as its two
+/// The IDs of the SEP-2694 checklist (docs/specification/requirements.md); RS-03 is traced as its two
 /// branches.
 const CHECKLIST: &[&str] = &[
     "TS-01", "TS-02", "TS-03", "TS-04", "TS-05", "TS-06", "TS-07", "TS-08", //

@@ -116,7 +116,7 @@ impl Task {
     }
 
     /// The oldest retained seq; when nothing is retained, the next seq to be assigned
-    /// (MCP digest, A-03).
+    ///
     pub(crate) fn earliest(&self) -> u64 {
         self.log.front().map_or(self.next_seq, |r| r.seq)
     }
