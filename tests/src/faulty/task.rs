@@ -140,6 +140,14 @@ impl Task {
         }
     }
 
+    /// Drops every event below `seq`, as retention would (gone-on-resume).
+    pub(crate) fn drop_below(&mut self, seq: u64) {
+        while self.log.front().is_some_and(|r| r.seq < seq) {
+            self.log.pop_front();
+            self.dropped = true;
+        }
+    }
+
     /// Drops the events stored before `cutoff`, oldest first.
     pub(crate) fn expire(&mut self, cutoff: Instant) {
         while self.log.front().is_some_and(|r| r.stored_at < cutoff) {
