@@ -32,6 +32,7 @@ pub(crate) enum Fault {
     NoAfterLiveOnly,
     LiveBeforeReplay,
     GoneWrongEarliest,
+    GoneOtherCode,
     NoEventsGone,
     GoneOffByOne,
     StreamLooseMatch,
@@ -52,7 +53,7 @@ pub(crate) enum Fault {
 }
 
 /// Every fault: its name on the command line and what it does.
-pub(crate) const FAULTS: [(&str, Fault, &str); 40] = [
+pub(crate) const FAULTS: [(&str, Fault, &str); 41] = [
     (
         "skip-seq",
         Fault::SkipSeq,
@@ -178,6 +179,11 @@ pub(crate) const FAULTS: [(&str, Fault, &str); 40] = [
         "gone-wrong-earliest",
         Fault::GoneWrongEarliest,
         "events_gone reports earliestSeq - 1",
+    ),
+    (
+        "gone-other-code",
+        Fault::GoneOtherCode,
+        "answers events_gone with code -32602 (data.reason still events_gone)",
     ),
     (
         "no-events-gone",

@@ -114,7 +114,12 @@ impl<W: Write> Server<W> {
                 } else {
                     earliest
                 };
-                let mut e = error(-32010, "Task events are no longer available");
+                let code = if self.has(Fault::GoneOtherCode) {
+                    -32602
+                } else {
+                    -32010
+                };
+                let mut e = error(code, "Task events are no longer available");
                 e.data = Some(
                     json!({"reason": "events_gone", "taskId": task_id, "earliestSeq": reported}),
                 );
