@@ -22,6 +22,8 @@ COMMANDS:
     conformance-server
                  the conformance suite's reference server, for testing clients: correct,
                  or broken on purpose with `--fault NAME` (`--list-client-faults`)
+    repair       open a damaged data dir, keeping every valid record, and report what was
+                 lost: `taskstream repair --data-dir DIR [serve options]`
     help         print this help
 
 OPTIONS:
@@ -37,6 +39,7 @@ fn main() -> ExitCode {
         Some("demo") => taskstream::demo::main(args),
         Some("conformance") => conformance(args),
         Some("conformance-server") => conformance_server(args),
+        Some("repair") => repair(args),
         None | Some("help" | "-h" | "--help") => {
             print!("{HELP}");
             ExitCode::SUCCESS
@@ -117,17 +120,79 @@ fn serve(args: impl Iterator<Item = OsString>) -> ExitCode {
     }
 }
 
+fn store_config(config: &ServeConfig) -> StoreConfig {
+    StoreConfig {
+        data_dir: config.data_dir.clone(),
+        durability: config.durability,
+        retention: config.retention,
+        max_store_bytes: config.max_store_bytes,
+    }
+}
+
 fn open_store(config: &ServeConfig) -> Result<Store, String> {
     // The store creates a missing data dir itself, owner-only (0700); creating it here first
     // would leave it with the umask's mode.
-    Store::open(
-        StoreConfig {
-            data_dir: config.data_dir.clone(),
-            durability: config.durability,
-            retention: config.retention,
-            max_store_bytes: config.max_store_bytes,
-        },
-        taskstream::clock::now(),
-    )
-    .map_err(|e| format!("cannot open the store: {e}"))
+    let store = Store::open(store_config(config), taskstream::clock::now())
+        .map_err(|e| format!("cannot open the store: {e}"))?;
+    let report = store.recovery();
+    for w in &report.warnings {
+        eprintln!("taskstream serve: warning: {w}");
+    }
+    if let Some(torn) = &report.torn_tail {
+        eprintln!(
+            "taskstream serve: cut a torn write off the log ({} at offset {}: {})",
+            torn.segment.display(),
+            torn.offset,
+            torn.error
+        );
+    }
+    Ok(store)
+}
+
+/// `taskstream repair [serve options]`: opens the data dir going past damage (see
+/// `Store::repair`), reports what it found, checkpoints and exits.
+fn repair(args: impl Iterator<Item = OsString>) -> ExitCode {
+    let config = match config::parse_serve(args, |k| std::env::var_os(k)) {
+        Ok(ServeCommand::Run(c)) if c.data_dir.is_some() => c,
+        Ok(ServeCommand::Run(_) | ServeCommand::Help) => {
+            eprintln!("usage: taskstream repair --data-dir DIR [serve options]");
+            return ExitCode::from(2);
+        }
+        Err(e) => {
+            eprintln!("taskstream repair: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let store = match Store::repair(store_config(&config), taskstream::clock::now()) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("taskstream repair: cannot open the store: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let report = store.recovery();
+    for w in &report.warnings {
+        println!("warning: {w}");
+    }
+    if report.repairs.is_empty() {
+        println!("nothing was damaged");
+    }
+    for r in &report.repairs {
+        println!("repaired: {r}");
+    }
+    for id in &report.lost_tasks {
+        println!("lost task: {id}");
+    }
+    for id in &report.failed_tasks {
+        println!("ended failed: {id}");
+    }
+    let checkpointed = store.checkpoint();
+    drop(store);
+    match checkpointed {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("taskstream repair: {e}");
+            ExitCode::FAILURE
+        }
+    }
 }

@@ -34,6 +34,44 @@ const MIN_READ_AHEAD: usize = 16;
 /// The longest sleep without a change (to notice shutdown).
 const IDLE: Duration = Duration::from_millis(500);
 
+/// What a stream is told when its next event cannot be read from storage.
+const READ_FAILED: &str =
+    "the server could not read this task's next event from its storage; the stream ends";
+
+/// What every open stream and waiting request is told when storage failed.
+pub(crate) const STORAGE_FAILED: &str = "the server's storage failed (a write or flush to its \
+    data dir did not succeed); the server stops, and its restart recovers every event it sent";
+
+/// The exit status of `taskstream serve` after storage failed (EX_IOERR).
+pub(crate) const EXIT_STORAGE_FAILED: i32 = 74;
+
+/// Storage failed (fail-stop): ends every open stream and every waiting `tasks/result` with
+/// an error saying so, flushes, and (in `taskstream serve`) exits with
+/// [`EXIT_STORAGE_FAILED`], so that a supervisor restarts the server into recovery.
+fn storage_failed(shared: &Shared) {
+    {
+        let mut streams = shared.streams();
+        let mut out = shared.out.batch();
+        let ids: Vec<_> = streams.meta.values().map(|m| m.id.clone()).collect();
+        let e = ServerError::Internal(STORAGE_FAILED.into());
+        for id in ids {
+            streams.cancel(&id);
+            out.line(&e.line(Some(&id)));
+        }
+        let waiters = std::mem::take(&mut shared.tasks.pending().waiters);
+        for (_, id) in waiters {
+            out.line(&e.line(Some(&id)));
+        }
+    }
+    log!(
+        Error,
+        "storage failed; every client was told; the server stops (restart it to recover)"
+    );
+    if shared.exit_on_storage_failure.load(Ordering::Relaxed) {
+        std::process::exit(EXIT_STORAGE_FAILED);
+    }
+}
+
 /// Runs until shutdown.
 pub(crate) fn run(shared: &Arc<Shared>) {
     let mut buf = Vec::new();
@@ -43,6 +81,9 @@ pub(crate) fn run(shared: &Arc<Shared>) {
         let epoch = shared.store.changes().epoch();
         if shared.shutdown.load(Ordering::Relaxed) || shared.out.is_broken() {
             return;
+        }
+        if shared.store.has_failed() {
+            return storage_failed(shared);
         }
         let busy = pump(shared, &mut buf);
         announce(shared);
@@ -96,7 +137,16 @@ fn pump(shared: &Shared, buf: &mut Vec<u8>) -> bool {
                         .store
                         .read_raw_from(&meta.task_id, seq, want, |e| queue.push_back(e));
                     if let Err(e) = read {
-                        log!(Warn, "reading events of task {}: {e}", meta.task_id);
+                        // Not `events_gone`: the event is retained, and a client told so
+                        // would retry forever. An internal error, saying nothing of the host.
+                        log!(Error, "reading events of task {}: {e}", meta.task_id);
+                        if queue.front().is_none_or(|e| e.seq() != seq) {
+                            let id = meta.id.clone();
+                            streams.cancel(&id);
+                            let e = ServerError::Internal(READ_FAILED.into());
+                            out.line(&e.line(Some(&id)));
+                            continue;
+                        }
                     }
                 }
                 if let Some(ev) = queue.pop_front().filter(|e| e.seq() == seq) {

@@ -95,6 +95,8 @@ pub(crate) struct Shared {
     /// The failed-lookup allowance (SE-07).
     failures: Mutex<guard::FailedLookups>,
     shutdown: AtomicBool,
+    /// Whether the process exits once storage failed and the clients were told (`serve`).
+    exit_on_storage_failure: AtomicBool,
     /// Wakes the sweep thread at shutdown.
     shutdown_signal: (Mutex<bool>, Condvar),
 }
@@ -138,6 +140,9 @@ pub fn serve(
 ) -> Result<(), ServeError> {
     let max_line = config.max_message_bytes;
     let mut conn = Connection::start(config, store, output)?;
+    conn.shared
+        .exit_on_storage_failure
+        .store(true, Ordering::Relaxed);
     let read = io::read_lines(input, max_line, |line| {
         match line {
             io::Line::Message(bytes) => conn.handle_line(bytes),
@@ -216,6 +221,7 @@ impl Connection {
             plain: plain::InFlight::default(),
             legacy: AtomicBool::new(false),
             shutdown: AtomicBool::new(false),
+            exit_on_storage_failure: AtomicBool::new(false),
             shutdown_signal: (Mutex::new(false), Condvar::new()),
         });
         let delivery = std::thread::Builder::new()
@@ -400,6 +406,11 @@ impl Shared {
             Ok(era) => era,
             Err(e) => return self.out.send(&e.line(Some(id))),
         };
+        if self.store.has_failed() && method != "ping" {
+            // Fail-stop: no new work, and no answer from a store that can no longer record.
+            let e = ServerError::Internal(delivery::STORAGE_FAILED.into());
+            return self.reply(id, era, Err(e));
+        }
         // A 2025-06-18 session has no Tasks: no Tasks method, and `params.task` is an unknown
         // member of `tools/call` (the call runs plainly).
         let mut params = params;

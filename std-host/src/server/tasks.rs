@@ -598,7 +598,6 @@ pub(crate) fn lifecycle(view: &TaskView) -> Lifecycle {
     }
 }
 
-/// Why a store that reached its budget refused something, for the client.
 /// Why the store refused a write, as a client reads it (an error message, a failed task's
 /// status message): written for the client, nothing of the host. A storage failure's details
 /// (paths, the operating system's error) go to the log, never here.
@@ -614,7 +613,7 @@ fn refusal(e: &AppendError) -> String {
             format!("an event payload of {size} bytes exceeds the limit of {limit}")
         }
         AppendError::StoreFull { limit, .. } => store_full(*limit),
-        AppendError::Storage(_) => "the server could not store it (its log says why)".into(),
+        AppendError::Storage(_) => super::delivery::STORAGE_FAILED.to_owned(),
     }
 }
 

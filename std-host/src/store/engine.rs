@@ -22,6 +22,7 @@ use std::time::{Duration, Instant};
 use taskstream_core::record::{self, EventRecord, Record};
 use taskstream_core::{EventRing, EventType, Millis, Payload, Retained, RetentionPolicy, Seq};
 
+use super::checkpoint;
 use super::index::{encode_into, Index};
 use super::layout::{self, Generation};
 use super::wal::{self, Wal};
@@ -516,7 +517,7 @@ impl Inner {
             }
             .and_then(|()| apply(&self.index()));
             if result.is_err() {
-                self.failed.store(true, Ordering::Release);
+                self.set_failed();
             }
             result?;
             self.wal.as_ref().map_or(0, Wal::submitted)
@@ -525,6 +526,49 @@ impl Inner {
             self.wake_checkpointer(false);
         }
         Ok(())
+    }
+
+    /// Stops the store for good (fail-stop) and wakes every waiter on the change signal, so
+    /// the server learns of it at once.
+    fn set_failed(&self) {
+        if !self.failed.swap(true, Ordering::AcqRel) {
+            crate::log::log!(
+                Error,
+                "storage failed: the store refuses every write from now on"
+            );
+        }
+        self.changes.notify();
+    }
+
+    /// `result`, after making an error of it fail-stop.
+    fn fail_stop<T>(&self, result: Result<T, StoreError>) -> Result<T, StoreError> {
+        if result.is_err() {
+            self.set_failed();
+        }
+        result
+    }
+
+    /// Whether a write or flush failure stopped the store.
+    pub(crate) fn has_failed(&self) -> bool {
+        self.failed.load(Ordering::Acquire)
+    }
+
+    /// What the checkpoint record lists: every task the index holds (visible, not removed)
+    /// and its next seq. The caller holds the gate exclusively, so every logged change is in
+    /// the index; a task's published `next` may lag its index by the one append under way
+    /// (never more: appends of a task hold its lock), which only makes the check at open
+    /// more lenient by one.
+    fn checkpoint_table(&self) -> Vec<(String, u64)> {
+        let tasks = lock_read(&self.tasks);
+        let mut table: Vec<(String, u64)> = tasks
+            .iter()
+            .filter_map(|(id, slot)| {
+                let st = lock(&slot.state);
+                (st.visible && !st.removed).then(|| (id.clone(), st.next.get()))
+            })
+            .collect();
+        table.sort();
+        table
     }
 
     pub(crate) fn task(&self, task_id: &str) -> Option<TaskView> {
@@ -694,7 +738,12 @@ impl Inner {
             let rec = Record::Remove { task_id: id };
             let mut buf = Vec::new();
             encode_into(&rec, &mut buf)?;
-            self.write(&buf, false, |index| index.apply(&rec, &buf))?;
+            self.write(&buf, false, |index| {
+                index.apply(&rec, &buf)?;
+                // Inside the gate, so a checkpoint never lists a task its index no longer has.
+                lock(&slot.state).removed = true;
+                Ok(())
+            })?;
             let freed = {
                 let mut st = lock(&slot.state);
                 st.removed = true;
@@ -796,16 +845,22 @@ impl Inner {
             return Ok(());
         };
         let _one = lock(&self.checkpointing);
-        let lsn = {
+        let (lsn, table) = {
             let _gate = lock_write(&self.gate);
             if self.failed.load(Ordering::Acquire) {
                 return Err(StoreError::Failed);
             }
-            let lsn = wal.rotate()?;
-            self.index().set_checkpoint(lsn)?;
-            lsn
+            let lsn = self.fail_stop(wal.rotate().map_err(StoreError::Wal))?;
+            self.fail_stop(self.index().set_checkpoint(lsn))?;
+            (lsn, self.checkpoint_table())
         };
-        self.index().flush(self.durability != Durability::None)?;
+        let sync = self.durability != Durability::None;
+        // A failed flush of the index leaves its file in an unknown state (as a failed
+        // `fdatasync` does the log's): fail-stop, so the log it needs is never deleted.
+        self.fail_stop(self.index().flush(sync))?;
+        if let Some(dir) = &self.data_dir {
+            self.fail_stop(checkpoint::write(dir, lsn, &table, sync))?;
+        }
         wal.delete_before(lsn)?;
         self.checkpointed.store(lsn, Ordering::Relaxed);
         self.checkpoints.fetch_add(1, Ordering::Relaxed);
@@ -919,7 +974,7 @@ impl Inner {
         let new = Arc::new(Index::open(Some(&next.dir))?);
         let old = self.index();
         let copied = new.copy_from(&old)?;
-        let (end, replayed, blocked) = {
+        let (end, replayed, blocked, table) = {
             let _gate = lock_write(&self.gate);
             let held = Instant::now();
             if self.failed.load(Ordering::Acquire) {
@@ -932,16 +987,17 @@ impl Inner {
                 })?;
             new.set_checkpoint(end)?;
             *lock_write(&self.index) = Arc::clone(&new);
-            (end, replayed, held.elapsed())
+            (end, replayed, held.elapsed(), self.checkpoint_table())
         };
         // The new index takes every write from here on, but a restart still opens the old one
         // (and replays the log since `lsn`) until the switch; a failure now leaves the two
         // apart, so it stops the store rather than let a later checkpoint delete that log.
         let switched = new
             .flush(sync)
-            .and_then(|()| layout::switch(data_dir, next, sync));
+            .and_then(|()| layout::switch(data_dir, next, sync))
+            .and_then(|()| checkpoint::write(data_dir, end, &table, sync));
         if let Err(e) = switched {
-            self.failed.store(true, Ordering::Release);
+            self.set_failed();
             return Err(e);
         }
         wal.delete_before(end)?;

@@ -40,6 +40,9 @@ pub enum StoreError {
     Record(RecordError),
     /// Stored data is not what this version of taskstream wrote.
     Corrupt(String),
+    /// The data dir is damaged (not by a torn write): what is wrong and what the operator can
+    /// do. No log record was changed.
+    Damaged(String),
     /// A task with this id exists already.
     DuplicateTask(String),
     /// Every seq of the task has been used (2^53 events).
@@ -65,6 +68,25 @@ impl StoreError {
     pub(crate) fn corrupt(what: String) -> StoreError {
         StoreError::Corrupt(what)
     }
+
+    /// Damage found in `data_dir` at open, with the advice the operator needs.
+    pub(crate) fn damaged(data_dir: &Path, what: String) -> StoreError {
+        StoreError::Damaged(format!(
+            "{what}. No log record was changed. Restore the data dir from a backup, or run \
+             `taskstream repair --data-dir {}` to go on with every record that is still valid \
+             (tasks that were running end failed, after every seq they may have used)",
+            data_dir.display()
+        ))
+    }
+
+    /// Whether this is damage a repair may go past.
+    #[must_use]
+    pub fn is_damage(&self) -> bool {
+        matches!(
+            self,
+            StoreError::Damaged(_) | StoreError::Wal(WalError::Damaged(_))
+        )
+    }
 }
 
 impl std::fmt::Display for StoreError {
@@ -85,6 +107,7 @@ impl std::fmt::Display for StoreError {
             StoreError::Index { context, source } => write!(f, "sled: {context}: {source}"),
             StoreError::Record(e) => write!(f, "log record: {e}"),
             StoreError::Corrupt(what) => write!(f, "stored data is corrupt: {what}"),
+            StoreError::Damaged(what) => write!(f, "the data dir is damaged: {what}"),
             StoreError::DuplicateTask(id) => write!(f, "task {id:?} exists already"),
             StoreError::SeqExhausted => f.write_str("the task has used every sequence number"),
             StoreError::Failed => f.write_str(

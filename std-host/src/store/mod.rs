@@ -40,6 +40,7 @@
 //! removed tasks a checkpoint rebuilds the index into a fresh directory and switches to it
 //! atomically (`engine::Inner::rebuild`, `layout`): removed payloads leave the disk.
 
+mod checkpoint;
 mod engine;
 mod error;
 mod fsutil;
@@ -61,7 +62,7 @@ use taskstream_core::{Millis, Retained, RetentionPolicy, Seq};
 
 pub use error::StoreError;
 pub use raw::RawEvent;
-pub use wal::{TornTail, WalError, WalStats};
+pub use wal::{Damage, TornTail, WalError, WalStats};
 
 /// The event type of status transitions (INTERFACE.md, "Tools the server offers").
 pub const STATUS_EVENT_TYPE: &str = "dev.taskstream.task.status";
@@ -305,6 +306,17 @@ pub struct RecoveryReport {
     /// Tasks that were running when the previous process stopped; each now ends as `failed`
     /// with a terminal status event.
     pub failed_tasks: Vec<String>,
+    /// What is wrong with the data dir's files but harmless to go on with (loose modes that
+    /// were repaired, a data dir others may write to, files of another owner); the server
+    /// logs each.
+    pub warnings: Vec<String>,
+    /// What [`Store::repair`] found damaged and went past (empty after a plain open, which
+    /// refuses damage instead).
+    pub repairs: Vec<String>,
+    /// The damaged stretches of log a repair skipped.
+    pub damage: Vec<Damage>,
+    /// Tasks the last checkpoint listed that a repair found the index no longer has: lost.
+    pub lost_tasks: Vec<String>,
 }
 
 /// Counters of what storage did, for tests and measurements.
@@ -321,6 +333,12 @@ pub struct StoreStats {
 /// The message of the terminal status event of a task that was running when the server
 /// stopped.
 pub const RESTART_FAILURE_MESSAGE: &str = "The server stopped while the task was running";
+
+/// The message of the terminal status event of a task that was running when a repair went past
+/// damage: some of its events may be lost.
+pub const REPAIR_FAILURE_MESSAGE: &str =
+    "The server stopped while the task was running, and storage damage may have lost some of \
+     its events";
 
 /// The task store. Shared between threads behind an `Arc`.
 pub struct Store {
@@ -340,7 +358,25 @@ impl Store {
     /// [`StoreError`] if the data dir cannot be opened or is held by another server
     /// ([`StoreError::Locked`]), or its log or sled cannot be read.
     pub fn open(config: StoreConfig, now: Millis) -> Result<Store, StoreError> {
-        recovery::open(config, now)
+        recovery::open(config, now, recovery::Mode::Refuse)
+    }
+
+    /// Opens the store like [`open`](Self::open), but goes past damage instead of refusing it
+    /// (`taskstream repair`): every valid log record is kept, damaged stretches are skipped,
+    /// a damaged index is set aside and rebuilt from the log, and every task that was running
+    /// ends `failed` with its terminal event after every seq it may have used, so no seq ever
+    /// names two events. What it went past is in [`RecoveryReport::repairs`].
+    ///
+    /// # Errors
+    /// As [`open`](Self::open), except damage.
+    pub fn repair(config: StoreConfig, now: Millis) -> Result<Store, StoreError> {
+        recovery::open(config, now, recovery::Mode::Repair)
+    }
+
+    /// Whether a write or flush failure stopped the store (fail-stop): it refuses every write
+    /// from then on, and only a restart (which recovers) makes it write again.
+    pub fn has_failed(&self) -> bool {
+        self.inner.has_failed()
     }
 
     /// The retention policy in force.

@@ -2,11 +2,14 @@
 //! settle what the previous process left: running tasks end as `failed` with a terminal status
 //! event, retention is applied, and a checkpoint leaves a short log.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use taskstream_core::{record, Millis, Seq};
+use taskstream_core::record::{self, Record};
+use taskstream_core::{Millis, Seq};
 
+use super::checkpoint::{self, Checkpoint};
 use super::engine::{Inner, Slot, SlotState};
 use super::fsutil::{self, LockError};
 use super::index::Index;
@@ -14,20 +17,62 @@ use super::layout;
 use super::wal::{self, Recovered, Wal};
 use super::{
     Durability, RecoveryReport, Store, StoreConfig, StoreError, TaskRecord, TaskStatus,
-    RESTART_FAILURE_MESSAGE,
+    REPAIR_FAILURE_MESSAGE, RESTART_FAILURE_MESSAGE,
 };
 
-pub(crate) fn open(config: StoreConfig, now: Millis) -> Result<Store, StoreError> {
-    let (index, wal, on_disk, lock, recovered, stale) = match &config.data_dir {
+/// How [`open`] treats damage it finds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Mode {
+    /// Refuse it ([`StoreError::Damaged`], [`StoreError::Wal`] with `WalError::Damaged`),
+    /// changing nothing.
+    Refuse,
+    /// Keep every valid record, skip what is damaged, end every running task `failed` after
+    /// every seq it may have used, and report it (`taskstream repair`).
+    Repair,
+}
+
+/// What the log and the checkpoint record say the index must hold, checked after the replay.
+struct Expected {
+    checkpoint: Option<Checkpoint>,
+    /// Tasks the replayed log removed.
+    removed: HashSet<String>,
+    /// The index directory in use.
+    index_dir: PathBuf,
+}
+
+/// The least bytes an event record of a task with an id of `id_len` bytes takes: the frame,
+/// the id, a five-byte type, a two-byte payload, and a byte each for the variant, the lengths,
+/// the seq and the time.
+fn min_event_record(id_len: usize) -> u64 {
+    (record::OVERHEAD_BYTES + id_len + 5 + 2 + 5) as u64
+}
+
+/// The log a repair assumes lost when the log since the checkpoint is missing altogether: more
+/// than a segment holds (a checkpoint is due after 64 MiB).
+const UNKNOWN_HOLE_BYTES: u64 = 256 << 20;
+
+/// How many seqs a task with id `id` may have used in the damaged stretches `damage`.
+fn seqs_in(damage: &[wal::Damage], id: &str) -> u64 {
+    damage.iter().fold(0u64, |n, d| {
+        let bytes = d.bytes.unwrap_or(UNKNOWN_HOLE_BYTES);
+        n.saturating_add(bytes / min_event_record(id.len()) + 1)
+    })
+}
+
+pub(crate) fn open(config: StoreConfig, now: Millis, mode: Mode) -> Result<Store, StoreError> {
+    let repair = mode == Mode::Repair;
+    let mut report = RecoveryReport::default();
+    let (index, wal, on_disk, lock, recovered, expected) = match &config.data_dir {
         None => (
             Index::open(None)?,
             None,
             None,
             None,
             Recovered::default(),
-            0,
+            None,
         ),
         Some(dir) => {
+            fsutil::restrict_umask();
             fsutil::create_private_dir(dir).map_err(StoreError::io("creating", dir))?;
             let lock = match fsutil::lock_file(&dir.join("LOCK")) {
                 Ok(file) => file,
@@ -36,43 +81,175 @@ pub(crate) fn open(config: StoreConfig, now: Millis) -> Result<Store, StoreError
                     return Err(StoreError::io("locking", &dir.join("LOCK"))(e));
                 }
             };
+            fsutil::check_data_dir(dir, &mut report.warnings)
+                .map_err(StoreError::io("checking the modes in", dir))?;
             let sync = config.durability != Durability::None;
             let (generation, stale) = layout::open(dir, sync)?;
+            report.stale_index_dirs = stale;
             let wal_dir = dir.join("wal");
-            for d in [&generation.dir, &wal_dir] {
-                fsutil::create_private_dir(d).map_err(StoreError::io("creating", d))?;
+            let saved = match checkpoint::read(dir) {
+                Ok(c) => c,
+                Err(e) if repair && e.is_damage() => {
+                    report
+                        .repairs
+                        .push(format!("{e}; the index was not checked"));
+                    None
+                }
+                Err(e) => return Err(e),
+            };
+            let index = match open_index(&generation.dir) {
+                Ok(index) => index,
+                Err(e) if repair => {
+                    let aside = set_aside(dir, &generation.dir)?;
+                    report.repairs.push(format!(
+                        "the index could not be opened ({e}); it was moved to {} and a new one \
+                         built from the log",
+                        aside.display()
+                    ));
+                    open_index(&generation.dir)?
+                }
+                Err(e) => {
+                    return Err(StoreError::damaged(
+                        dir,
+                        format!(
+                            "the index in {} cannot be opened ({e})",
+                            generation.dir.display()
+                        ),
+                    ))
+                }
+            };
+            let mut checkpoint = index.checkpoint()?;
+            if saved.is_none() && checkpoint > 0 {
+                report.warnings.push(format!(
+                    "the checkpoint record {} is missing, so the index could not be checked \
+                     (a new one is written now)",
+                    dir.join(checkpoint::FILE).display()
+                ));
             }
-            let index = Index::open(Some(&generation.dir))?;
-            let checkpoint = index.checkpoint()?;
-            let recovered = wal::recover(&wal_dir, checkpoint, sync, |rec, raw| {
+            if let Some(saved) = &saved {
+                if checkpoint < saved.lsn && !repair {
+                    return Err(StoreError::damaged(
+                        dir,
+                        format!(
+                            "the index in {} is older than its last checkpoint (it is at log \
+                             position {checkpoint}, the checkpoint record {} says {}): it lost \
+                             data",
+                            generation.dir.display(),
+                            dir.join(checkpoint::FILE).display(),
+                            saved.lsn
+                        ),
+                    ));
+                }
+                // Replaying from the record's LSN covers a crash between a checkpoint's index
+                // flush and its record (every record is a blind write).
+                checkpoint = checkpoint.min(saved.lsn);
+            }
+            fsutil::create_private_dir(&wal_dir).map_err(StoreError::io("creating", &wal_dir))?;
+            let mut removed = HashSet::new();
+            let recovered = wal::recover(&wal_dir, checkpoint, sync, repair, |rec, raw| {
+                if let Record::Remove { task_id } = rec {
+                    removed.insert((*task_id).to_owned());
+                }
                 index.replay(rec, raw)
+            })
+            .map_err(|e| match e {
+                StoreError::Wal(wal::WalError::Damaged(d)) => damage_with_cause(dir, &d),
+                e => e,
             })?;
             let wal = Wal::open(&wal_dir, config.durability, recovered.end)?;
+            let index_dir = generation.dir.clone();
             (
                 index,
                 Some(wal),
                 Some((dir.clone(), generation)),
                 Some(lock),
                 recovered,
-                stale,
+                Some(Expected {
+                    checkpoint: saved,
+                    removed,
+                    index_dir,
+                }),
             )
         }
     };
     let tasks = load_tasks(&index)?;
-    let mut report = RecoveryReport {
-        replayed_records: recovered.records,
-        torn_tail: recovered.torn,
-        discarded_bytes: recovered.discarded_bytes,
-        wal_gap: recovered.gap,
-        stale_index_dirs: stale,
-        tasks: tasks.len(),
-        failed_tasks: Vec::new(),
-    };
+    // Tasks the index lost, and the seq each running one must end after.
+    let mut floors: HashMap<String, u64> = HashMap::new();
+    if let (Some(expected), Some(dir)) = (&expected, &config.data_dir) {
+        if let Some(saved) = &expected.checkpoint {
+            let mut missing = Vec::new();
+            let mut short = Vec::new();
+            for (id, want) in &saved.tasks {
+                if expected.removed.contains(id) {
+                    continue;
+                }
+                match tasks.get(id) {
+                    None => missing.push(id.clone()),
+                    Some(slot) => {
+                        let have = super::lock(&slot.state).next.get();
+                        if have < *want {
+                            short.push(format!("{id} (seq {have} of {want})"));
+                            // The one append under way at the checkpoint may have used `want`.
+                            floors.insert(id.clone(), want.saturating_add(1));
+                        }
+                    }
+                }
+            }
+            missing.sort();
+            short.sort();
+            if !missing.is_empty() || !short.is_empty() {
+                let what = format!(
+                    "the index in {} lost data its last checkpoint held: {} task(s) are missing{}{} \
+                     and {} have fewer events{}{}",
+                    expected.index_dir.display(),
+                    missing.len(),
+                    if missing.is_empty() { "" } else { ", e.g. " },
+                    missing.first().map_or("", String::as_str),
+                    short.len(),
+                    if short.is_empty() { "" } else { ", e.g. " },
+                    short.first().map_or("", String::as_str),
+                );
+                if !repair {
+                    return Err(StoreError::damaged(dir, what));
+                }
+                report.repairs.push(what);
+                report.lost_tasks = missing;
+            }
+        }
+    }
+    report.replayed_records = recovered.records;
+    report.torn_tail = recovered.torn.clone();
+    report.discarded_bytes = recovered.discarded_bytes;
+    report.wal_gap = recovered.gap;
+    report.tasks = tasks.len();
+    for d in &recovered.damage {
+        report.repairs.push(format!("skipped damaged log: {d}"));
+    }
+    report.damage = recovered.damage.clone();
     let running: Vec<String> = tasks
         .iter()
         .filter(|(_, slot)| slot_is_running(slot))
         .map(|(id, _)| id.clone())
         .collect();
+    if repair {
+        // Every seq a running task may have used in what was lost stays unused: its terminal
+        // event comes after all of them (EV-08: no seq ever names two events).
+        for id in &running {
+            let Some(slot) = tasks.get(id) else { continue };
+            let mut st = super::lock(&slot.state);
+            let lost = seqs_in(&recovered.damage, id);
+            let floor = floors.get(id).copied().unwrap_or(0);
+            let target = st.next.get().max(floor).saturating_add(lost);
+            let target = Seq::new(target).unwrap_or(Seq::MAX);
+            while st.next < target {
+                st.sizes.push_back(0);
+                st.next = st.next.next().unwrap_or(Seq::MAX);
+                if st.next == Seq::MAX {
+                    break;
+                }
+            }
+        }
+    }
     let inner = Arc::new(Inner::new(
         config.retention,
         config.durability,
@@ -83,12 +260,17 @@ pub(crate) fn open(config: StoreConfig, now: Millis) -> Result<Store, StoreError
         tasks,
     ));
     inner.enforce_count_limits()?;
+    let message = if repair && !report.repairs.is_empty() {
+        REPAIR_FAILURE_MESSAGE
+    } else {
+        RESTART_FAILURE_MESSAGE
+    };
     for id in running {
         inner
             .finish(
                 &id,
                 TaskStatus::Failed,
-                Some(RESTART_FAILURE_MESSAGE.to_owned()),
+                Some(message.to_owned()),
                 None,
                 None,
                 now,
@@ -124,6 +306,38 @@ pub(crate) fn open(config: StoreConfig, now: Millis) -> Result<Store, StoreError
         report,
         _lock: lock,
     })
+}
+
+/// Opens the index in `dir`, creating the directory if needed.
+fn open_index(dir: &Path) -> Result<Index, StoreError> {
+    fsutil::create_private_dir(dir).map_err(StoreError::io("creating", dir))?;
+    Index::open(Some(dir))
+}
+
+/// Moves a damaged index directory out of the way (to `damaged-index.<n>` in the data dir,
+/// for the operator to inspect or delete); returns where it went.
+fn set_aside(data_dir: &Path, index_dir: &Path) -> Result<PathBuf, StoreError> {
+    let mut n = 0u32;
+    loop {
+        let aside = data_dir.join(format!("damaged-index.{n}"));
+        if !aside.exists() {
+            std::fs::rename(index_dir, &aside).map_err(StoreError::io("renaming", index_dir))?;
+            return Ok(aside);
+        }
+        n += 1;
+    }
+}
+
+/// The refusal for log damage found while the index says where the log must start: whether
+/// the log or the index lost data, the operator's choices are the same.
+fn damage_with_cause(data_dir: &Path, d: &wal::Damage) -> StoreError {
+    StoreError::damaged(
+        data_dir,
+        format!(
+            "the write-ahead log is damaged: {d}; this is not a torn write: records that were \
+             durable are lost, and starting would re-use their seqs"
+        ),
+    )
 }
 
 /// The sizes (type plus payload bytes) of the events `earliest .. next` of a task, for the

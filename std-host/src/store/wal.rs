@@ -20,9 +20,10 @@
 //! Any write or flush failure is sticky (fail-stop): after an `fdatasync` error the state of the
 //! page cache is unknown, so every later submission fails with [`WalError::Failed`].
 //!
-//! Recovery ([`recover`]) replays the records from a checkpoint LSN on and stops at the first
-//! record that does not decode (a torn tail): that segment is truncated there and any later
-//! segment is deleted, so a recovered log is always a clean prefix.
+//! Recovery ([`recover`]) replays the records from a checkpoint LSN on. A record that does not
+//! decode at the end of the last segment is a torn tail, cut off. Anything else that does not
+//! decode, or log missing between segments, is damage: recovery refuses it unless told to
+//! repair (skip it, keep every valid record after it).
 
 use std::fs::{self, File};
 use std::io::{self, Write};
@@ -52,6 +53,8 @@ pub enum WalError {
     },
     /// An earlier write or flush failed; the log refuses every later write (fail-stop).
     Failed,
+    /// Recovery found damage (not a torn tail) and was not told to repair it.
+    Damaged(Damage),
 }
 
 impl std::fmt::Display for WalError {
@@ -65,6 +68,22 @@ impl std::fmt::Display for WalError {
             WalError::Failed => f.write_str(
                 "write-ahead log: an earlier write or flush failed; refusing further writes",
             ),
+            WalError::Damaged(d) => {
+                let data_dir = d
+                    .segment
+                    .parent()
+                    .and_then(Path::parent)
+                    .unwrap_or_else(|| Path::new("DIR"));
+                write!(
+                    f,
+                    "the write-ahead log is damaged: {d}. This is not a torn write: records \
+                     that were durable are lost, and starting would re-use their seqs. No log \
+                     record was changed. Restore the data dir from a backup, or run `taskstream repair \
+                     --data-dir {}` to keep every valid record (tasks that were running end \
+                     failed, after every seq they may have used)",
+                    data_dir.display()
+                )
+            }
         }
     }
 }
@@ -73,7 +92,7 @@ impl std::error::Error for WalError {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
             WalError::Io { source, .. } => Some(source),
-            WalError::Failed => None,
+            WalError::Failed | WalError::Damaged(_) => None,
         }
     }
 }
@@ -442,6 +461,39 @@ pub struct TornTail {
     pub error: RecordError,
 }
 
+/// Damage in the log: a stretch that holds no valid record (a record that does not decode, or
+/// log missing between segments) with valid records after it. A torn write can only leave a
+/// bad *tail* (segments before the last one were flushed before it was created), so this is
+/// not one: records that were durable, and perhaps sent to clients, are lost.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Damage {
+    /// The segment file the damage is in (or, for a missing stretch, the first file after it).
+    pub segment: PathBuf,
+    /// The offset in that file where it starts.
+    pub offset: u64,
+    /// How many bytes of log it spans, when known (`None`: log is missing up to an unknown
+    /// end).
+    pub bytes: Option<u64>,
+    /// What is wrong there.
+    pub what: String,
+}
+
+impl std::fmt::Display for Damage {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{} at offset {}: {}",
+            self.segment.display(),
+            self.offset,
+            self.what
+        )?;
+        if let Some(b) = self.bytes {
+            write!(f, " ({b} bytes)")?;
+        }
+        Ok(())
+    }
+}
+
 /// What [`recover`] found.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub(crate) struct Recovered {
@@ -451,22 +503,85 @@ pub(crate) struct Recovered {
     pub(crate) records: u64,
     /// The torn or corrupt tail that was cut off, if any.
     pub(crate) torn: Option<TornTail>,
-    /// Whether records between the checkpoint and the first segment are missing.
+    /// Whether records between the checkpoint and the first segment are missing (only with
+    /// `repair`; otherwise that is [`Damage`]).
     pub(crate) gap: bool,
     /// Bytes cut off: the torn tail and any segment that did not follow on.
     pub(crate) discarded_bytes: u64,
+    /// The damaged stretches a repair skipped (empty unless `repair`).
+    pub(crate) damage: Vec<Damage>,
+}
+
+/// Where a valid record starts in `bytes` at or after `from`, if one does. With `to_end`, only
+/// a record that begins a run of valid records reaching the end of `bytes` counts, so that a
+/// record a client embedded in a payload (whose enclosing record is followed by its checksum,
+/// never by the end of the run) is not taken for a real one.
+fn next_valid(bytes: &[u8], from: usize, to_end: bool) -> Option<usize> {
+    let mut at = from;
+    while at < bytes.len() {
+        let rel = bytes[at..].iter().position(|b| *b == record::MAGIC[0])?;
+        let y = at + rel;
+        if record::decode(&bytes[y..]).is_ok() && (!to_end || runs_to_end(bytes, y)) {
+            return Some(y);
+        }
+        at = y + 1;
+    }
+    None
+}
+
+/// Whether valid records lie end to end from `from` to the end of `bytes`.
+fn runs_to_end(bytes: &[u8], mut from: usize) -> bool {
+    while from < bytes.len() {
+        match record::decode(&bytes[from..]) {
+            Ok((_, used)) => from += used,
+            Err(_) => return false,
+        }
+    }
+    true
+}
+
+/// Where to look for the next record after a bad one at the start of `bytes`, and whether
+/// only a record that begins a run to the end counts there. Past the whole record when its
+/// header is intact and its length fits (its body may be a payload holding anything); when the
+/// length runs past the end, from the next byte but only for a run to the end (a torn record's
+/// payload may hold a record, which its cut never leaves at the very end but by chance, while
+/// a record after a damaged length field is followed by the rest of the log); else the next
+/// byte.
+fn skip_bad(bytes: &[u8]) -> (usize, bool) {
+    if bytes.len() >= record::HEADER_BYTES
+        && bytes[..2] == record::MAGIC
+        && bytes[2] == record::VERSION
+    {
+        let len = u32::from_le_bytes([bytes[3], bytes[4], bytes[5], bytes[6]]) as usize;
+        let total = len.saturating_add(record::OVERHEAD_BYTES);
+        if len <= record::MAX_BODY_BYTES && total <= bytes.len() {
+            return (total, false);
+        }
+        return (1, true);
+    }
+    (1, false)
 }
 
 /// Replays the log of `dir` from `checkpoint` on, calling `apply` for every valid record (and
-/// its encoded bytes) in order, cuts the log at the first invalid record, and deletes segments wholly before
-/// `checkpoint`. Creates `dir` if needed.
+/// its encoded bytes) in order, cuts a torn tail off the last segment, and deletes segments
+/// wholly before `checkpoint`. Creates nothing.
+///
+/// A bad record with valid records after it, log missing between the checkpoint and the first
+/// segment or between two segments, or a bad record in any segment but the last, is not a torn
+/// write but [`Damage`]: without `repair` recovery stops there with [`WalError::Damaged`] and
+/// changes no segment (records before it may have been applied to the index: every record is
+/// a blind write).
+/// With `repair` the damaged stretch is skipped, every valid record after it is applied, and
+/// the damage is reported in [`Recovered::damage`].
 ///
 /// # Errors
-/// [`WalError::Io`] if a segment cannot be read, cut or deleted; the error of `apply`, as is.
+/// [`WalError::Damaged`]; [`WalError::Io`] if a segment cannot be read, cut or deleted; the
+/// error of `apply`, as is.
 pub(crate) fn recover<E: From<WalError>>(
     dir: &Path,
     checkpoint: u64,
     sync: bool,
+    repair: bool,
     mut apply: impl FnMut(&Record<'_>, &[u8]) -> Result<(), E>,
 ) -> Result<Recovered, E> {
     let segments = list_segments(dir)?;
@@ -474,11 +589,35 @@ pub(crate) fn recover<E: From<WalError>>(
         end: checkpoint,
         ..Recovered::default()
     };
+    let hole = |out: &mut Recovered, damage: Damage| -> Result<(), WalError> {
+        if repair {
+            out.damage.push(damage);
+            Ok(())
+        } else {
+            Err(WalError::Damaged(damage))
+        }
+    };
     // Segments wholly before the checkpoint (left over by a crash during a checkpoint).
     let first = segments
         .iter()
         .rposition(|(start, _)| *start <= checkpoint)
         .unwrap_or(0);
+    let live = &segments[first.min(segments.len())..];
+    if checkpoint > 0 && live.is_empty() {
+        // A checkpoint always leaves the segment it rotated to.
+        hole(
+            &mut out,
+            Damage {
+                segment: segment_path(dir, checkpoint),
+                offset: 0,
+                bytes: None,
+                what: format!(
+                    "the log segment at the checkpoint (LSN {checkpoint}) and everything after \
+                     it is missing"
+                ),
+            },
+        )?;
+    }
     let mut changed = false;
     for (start, path) in segments.iter().take(first) {
         if *start < checkpoint {
@@ -486,68 +625,95 @@ pub(crate) fn recover<E: From<WalError>>(
             changed = true;
         }
     }
-    let mut cut: Option<usize> = None;
-    for (i, (start, path)) in segments.iter().enumerate().skip(first) {
-        if *start != out.end {
-            if i == first {
-                // The checkpoint falls inside this segment (replaying its head again is
-                // harmless: every record is a blind write) or segments after the
-                // checkpoint are missing (reported).
-                out.gap = *start > out.end;
-                out.end = *start;
-            } else {
-                // Not a continuation of what was read: nothing after it can be trusted.
-                cut = Some(i);
-                break;
+    for (i, (start, path)) in live.iter().enumerate() {
+        let last = i + 1 == live.len();
+        let end = out.end;
+        if *start > end {
+            // Log is missing between the checkpoint (or the previous segment) and this one.
+            hole(
+                &mut out,
+                Damage {
+                    segment: path.clone(),
+                    offset: 0,
+                    bytes: Some(*start - end),
+                    what: format!("the log from LSN {end} to {start} is missing"),
+                },
+            )?;
+            if i == 0 {
+                out.gap = true;
             }
+        } else if *start < end && i > 0 {
+            hole(
+                &mut out,
+                Damage {
+                    segment: path.clone(),
+                    offset: 0,
+                    bytes: Some(0),
+                    what: format!(
+                        "this segment starts at LSN {start}, inside the previous one (which \
+                         ends at {end}); it is ignored"
+                    ),
+                },
+            )?;
+            continue;
         }
+        // The checkpoint may fall inside the first segment: replaying its head again is
+        // harmless (every record is a blind write).
+        out.end = *start;
         let bytes = fs::read(path).map_err(io_err("reading", path))?;
         let mut offset = 0usize;
-        let mut failure = None;
         // `offset < bytes.len()` in the loop, and `decode` never reports more bytes used than
         // it was given, so the slices below stay in bounds.
         while offset < bytes.len() {
-            match record::decode(&bytes[offset..]) {
+            let error = match record::decode(&bytes[offset..]) {
                 Ok((record, used)) => {
                     apply(&record, &bytes[offset..offset + used])?;
                     out.records += 1;
                     offset += used;
+                    continue;
                 }
-                Err(error) => {
-                    failure = Some(error);
-                    break;
+                Err(error) => error,
+            };
+            let (skip, to_end) = skip_bad(&bytes[offset..]);
+            let resume = next_valid(&bytes, offset + skip, repair || to_end);
+            if resume.is_none() && last {
+                // A torn tail: cut it off.
+                let file = fs::OpenOptions::new()
+                    .write(true)
+                    .open(path)
+                    .map_err(io_err("opening", path))?;
+                file.set_len(offset as u64)
+                    .map_err(io_err("truncating", path))?;
+                if sync {
+                    file.sync_all().map_err(io_err("fsync of", path))?;
                 }
+                out.torn = Some(TornTail {
+                    segment: path.clone(),
+                    offset: offset as u64,
+                    error,
+                });
+                out.discarded_bytes += (bytes.len() - offset) as u64;
+                changed = true;
+                break;
             }
+            let to = resume.unwrap_or(bytes.len());
+            let what = match resume {
+                Some(_) => format!("{error}, and valid records follow"),
+                None => format!("{error}, and later log segments follow"),
+            };
+            hole(
+                &mut out,
+                Damage {
+                    segment: path.clone(),
+                    offset: offset as u64,
+                    bytes: Some((to - offset) as u64),
+                    what,
+                },
+            )?;
+            out.discarded_bytes += (to - offset) as u64;
+            offset = to;
         }
         out.end = start + offset as u64;
-        if let Some(error) = failure {
-            let file = fs::OpenOptions::new()
-                .write(true)
-                .open(path)
-                .map_err(io_err("opening", path))?;
-            file.set_len(offset as u64)
-                .map_err(io_err("truncating", path))?;
-            if sync {
-                file.sync_all().map_err(io_err("fsync of", path))?;
-            }
-            out.torn = Some(TornTail {
-                segment: path.clone(),
-                offset: offset as u64,
-                error,
-            });
-            out.discarded_bytes += (bytes.len() - offset) as u64;
-            changed = true;
-            cut = Some(i + 1);
-            break;
-        }
-    }
-    if let Some(from) = cut {
-        for (_, path) in segments.iter().skip(from) {
-            let len = fs::metadata(path).map(|m| m.len()).unwrap_or(0);
-            fs::remove_file(path).map_err(io_err("deleting", path))?;
-            out.discarded_bytes += len;
-            changed = true;
-        }
     }
     if changed && sync {
         fsutil::sync_dir(dir).map_err(io_err("fsync of", dir))?;

@@ -54,9 +54,15 @@ pub(crate) fn bin() -> &'static str {
 impl Server {
     /// `taskstream serve ARGS`.
     pub(crate) fn spawn(args: &[&str]) -> Server {
+        Server::spawn_env(args, &[])
+    }
+
+    /// `taskstream serve ARGS` with `env` added to its environment.
+    pub(crate) fn spawn_env(args: &[&str], env: &[(&str, &str)]) -> Server {
         let mut child = Command::new(bin())
             .arg("serve")
             .args(args)
+            .envs(env.iter().copied())
             .env_remove("TASKSTREAM_PRINCIPAL")
             .env("TASKSTREAM_LOG", "info")
             .stdin(Stdio::piped())

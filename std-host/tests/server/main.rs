@@ -4,6 +4,7 @@
 
 mod client;
 mod crash;
+mod faults;
 mod lifecycle;
 mod recovery;
 #[path = "../common/rng.rs"]
