@@ -1,4 +1,4 @@
-//! `tasks/stream`: every rule of SEP-2694 the server must keep, by the IDs of MCP-DIGEST (c).
+//! `tasks/stream`: every rule of SEP-2694 the server must keep, by the IDs of `docs/specification/requirements.md`.
 
 use std::time::Duration;
 
