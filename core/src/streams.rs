@@ -145,22 +145,24 @@ impl<T: Copy + Eq, const N: usize> StreamTable<T, N> {
         self.entries.iter().any(|e| e.task == task)
     }
 
-    /// Whether a stream for `task` could be opened now. Check this before deciding where the
-    /// stream starts, so that a second stream is refused as such (TS-06) whatever its cursor.
+    /// Whether `task` may get a stream: it has none active. Check this before deciding where
+    /// the stream starts, so that a second stream is refused as such (TS-06) whatever its
+    /// cursor. The limit of active streams is not checked here: a request answered at once
+    /// (RS-04, RS-06) needs no slot, so only [`StreamTable::open`] knows whether it applies.
     ///
     /// # Errors
-    /// [`OpenError::StreamActive`] or [`OpenError::StreamLimit`].
+    /// [`OpenError::StreamActive`].
     pub fn check_open(&self, task: T) -> Result<(), OpenError> {
         if self.is_streaming(task) {
             Err(OpenError::StreamActive)
-        } else if self.entries.len() >= self.limit {
-            Err(OpenError::StreamLimit)
         } else {
             Ok(())
         }
     }
 
     /// Opens the stream of request `id` for `task`, starting as [`crate::resume::decide`] said.
+    /// A start with nothing to send completes at once, whatever the number of active streams;
+    /// any other needs a free slot.
     ///
     /// # Errors
     /// [`OpenError`]; nothing is added then.
@@ -172,6 +174,9 @@ impl<T: Copy + Eq, const N: usize> StreamTable<T, N> {
         let Some(next) = start.first_seq() else {
             return Ok(Opened::Complete);
         };
+        if self.entries.len() >= self.limit {
+            return Err(OpenError::StreamLimit);
+        }
         self.entries
             .push(Entry { id, task, next })
             .map_err(|_| OpenError::StreamLimit)?;

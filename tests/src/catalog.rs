@@ -193,7 +193,7 @@ pub static CHECKS: [Check; 38] = [
     must(
         "EV-03",
         "sep-2694-event-seq-contiguous",
-        "seq is a non-negative integer and a task's seqs have no gaps",
+        "seq is a non-negative integer; no stream, and no history, shows a seq never assigned",
     ),
     must(
         "EV-04",
@@ -273,7 +273,7 @@ pub static CHECKS: [Check; 38] = [
     must(
         "RS-07",
         "sep-2694-no-silent-gap",
-        "no stream skips events after its cursor; resuming at earliestSeq - 1 is gap-free",
+        "every stream, live or replayed, carries exactly after+1, after+2, ...: nothing skipped, its tail included",
     ),
     must(
         "EG-01",

@@ -109,7 +109,7 @@ impl InvalidMessage {
             InvalidMessage::NotAnObject => "Invalid Request: not a JSON object",
             InvalidMessage::Version => "Invalid Request: jsonrpc must be \"2.0\"",
             InvalidMessage::IdNull => "Invalid Request: id must not be null",
-            InvalidMessage::IdType => "Invalid Request: id must be a string or an integer",
+            InvalidMessage::IdType => "Invalid Request: id must be a string or an integer (not -0)",
             InvalidMessage::IdTooLong => "Invalid Request: id is too long",
             InvalidMessage::NoMethod => "Invalid Request: no method",
             InvalidMessage::MethodType => "Invalid Request: method must be a string",
@@ -216,7 +216,8 @@ impl From<IdProblem> for InvalidMessage {
 }
 
 /// Reads a JSON-RPC id from a member of a validated text: a string of at most
-/// [`MAX_REQUEST_ID_BYTES`] decoded bytes, or an integer literal that fits an `i64`.
+/// [`MAX_REQUEST_ID_BYTES`] decoded bytes, or an integer literal that fits an `i64` and
+/// round-trips (not `-0`). Every accepted id is echoed byte for byte as it was sent.
 pub(crate) fn read_id(value: &[u8], kind: Kind) -> Result<RequestId, IdProblem> {
     match kind {
         Kind::Null => Err(IdProblem::Null),
@@ -236,10 +237,13 @@ pub(crate) fn read_id(value: &[u8], kind: Kind) -> Result<RequestId, IdProblem> 
     }
 }
 
-/// An integer literal (`-?[0-9]+`, no fraction, no exponent) that fits an `i64`.
+/// An integer literal (`-?[0-9]+`, no fraction, no exponent) that fits an `i64` and is written
+/// the one way the response writes it back: `-0` is refused, since it would be answered as `0`
+/// and a client matching ids by their text would never see its answer (leading zeros are not
+/// JSON, so every other accepted literal round-trips).
 fn integer_i64(text: &[u8]) -> Option<i64> {
     let digits = text.strip_prefix(b"-").unwrap_or(text);
-    if digits.is_empty() || !digits.iter().all(u8::is_ascii_digit) {
+    if digits.is_empty() || !digits.iter().all(u8::is_ascii_digit) || text == b"-0" {
         return None;
     }
     core::str::from_utf8(text).ok()?.parse().ok()

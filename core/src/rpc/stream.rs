@@ -71,16 +71,16 @@ impl StreamParamsError {
                 "Invalid params: after must be a non-negative integer, not null; omit it instead"
             }
             StreamParamsError::AfterNegative => {
-                "Invalid params: after must be a non-negative integer (RS-01)"
+                "Invalid params: after must be a non-negative integer"
             }
             StreamParamsError::AfterNotInteger => {
-                "Invalid params: after must be an integer literal, without fraction or exponent (RS-02)"
+                "Invalid params: after must be an integer literal, without fraction or exponent"
             }
             StreamParamsError::AfterNotNumber => {
-                "Invalid params: after must be a number, not a string, boolean, object or array (RS-02)"
+                "Invalid params: after must be a number, not a string, boolean, object or array"
             }
             StreamParamsError::AfterTooLarge => {
-                "Invalid params: after must not exceed 9007199254740991 (RS-02)"
+                "Invalid params: after must not exceed 9007199254740991"
             }
         }
     }
@@ -240,7 +240,7 @@ impl CancelledParamsError {
             CancelledParamsError::DuplicateMember => "cancelled: requestId given twice",
             CancelledParamsError::MissingRequestId => "cancelled: requestId is required",
             CancelledParamsError::RequestIdType => {
-                "cancelled: requestId must be a string or an integer"
+                "cancelled: requestId must be a string or an integer (not -0)"
             }
             CancelledParamsError::RequestIdTooLong => "cancelled: requestId is too long",
         }

@@ -184,21 +184,48 @@ fn string_body(sink: &mut impl Sink, s: &str) -> Result<(), BufferTooSmall> {
 }
 
 /// Writes an unsigned integer in decimal.
-fn unsigned(sink: &mut impl Sink, mut n: u64) -> Result<(), BufferTooSmall> {
+///
+/// No 64-bit division is used: on a 32-bit microcontroller that is a library routine of about
+/// 900 bytes of flash (`__aeabi_uldivmod`), linked for this function alone. Digits of a value
+/// above 32 bits are peeled with [`div10`]; the rest (every seq and id a device reaches) is
+/// 32-bit arithmetic, which the Cortex-M3 and up divide by 10 with a multiply.
+fn unsigned(sink: &mut impl Sink, n: u64) -> Result<(), BufferTooSmall> {
     let mut digits = [0u8; 20];
     let mut i = digits.len();
-    loop {
-        i -= 1;
+    let mut wide = n;
+    while let (false, Some(i_next)) = (u32::try_from(wide).is_ok(), i.checked_sub(1)) {
+        let (q, r) = div10(wide);
+        i = i_next;
         if let Some(d) = digits.get_mut(i) {
-            // `n % 10` is below 10.
-            *d = b'0' + (n % 10) as u8;
+            *d = b'0' + r;
         }
-        n /= 10;
-        if n == 0 || i == 0 {
+        wide = q;
+    }
+    let mut m = u32::try_from(wide).unwrap_or_default();
+    while let Some(i_next) = i.checked_sub(1) {
+        i = i_next;
+        if let Some(d) = digits.get_mut(i) {
+            // `m % 10` is below 10.
+            *d = b'0' + (m % 10) as u8;
+        }
+        m /= 10;
+        if m == 0 {
             break;
         }
     }
     sink.put(digits.get(i..).unwrap_or_default())
+}
+
+/// `(n / 10, n % 10)` with 32-bit divisions only: with `n = hi·2^32 + lo`, divide `hi`, then
+/// the remainder joined to the upper and the lower 16 bits of `lo` in turn (each step's
+/// dividend is below `10·2^16`, so each quotient fits 16 bits).
+const fn div10(n: u64) -> (u64, u8) {
+    let hi = (n >> 32) as u32;
+    let lo = n as u32;
+    let mid = (hi % 10) << 16 | lo >> 16;
+    let low = (mid % 10) << 16 | (lo & 0xffff);
+    let q = (((hi / 10) as u64) << 32) | (((mid / 10) << 16) | (low / 10)) as u64;
+    (q, (low % 10) as u8)
 }
 
 fn signed(sink: &mut impl Sink, n: i64) -> Result<(), BufferTooSmall> {

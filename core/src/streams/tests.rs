@@ -41,6 +41,9 @@ fn one_active_stream_per_task_and_a_limit() {
     assert_eq!(t.open(id(1), 8, live), Err(OpenError::DuplicateId));
     assert_eq!(t.open(id(3), 8, live), Ok(Opened::Streaming));
     assert_eq!(t.open(id(4), 9, live), Err(OpenError::StreamLimit));
+    // At the limit, a start with nothing to send needs no slot (RS-04, RS-06): it completes.
+    assert_eq!(t.check_open(9), Ok(()));
+    assert_eq!(t.open(id(6), 9, Resume::Complete), Ok(Opened::Complete));
     assert_eq!(t.len(), 2);
     // A completed open adds nothing.
     assert_eq!(t.cancel(&id(3)), Some(8));

@@ -195,11 +195,15 @@ impl Client {
             });
         }
         let capabilities = result.get("capabilities").cloned().unwrap_or(json!({}));
-        let event_streams = capabilities
-            .get("extensions")
+        // Inside the Tasks extension (as SEP-2694 words it) or beside it, as taskstream does.
+        let extensions = capabilities.get("extensions");
+        let event_streams = extensions
             .and_then(|e| e.get(TASKS_EXTENSION))
             .and_then(|t| t.get("eventStreams"))
-            .is_some();
+            .is_some()
+            || extensions
+                .and_then(|e| e.get("dev.taskstream/event-streams"))
+                .is_some();
         let name = result
             .get("_meta")
             .and_then(|m| m.get("io.modelcontextprotocol/serverInfo"))

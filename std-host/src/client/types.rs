@@ -69,8 +69,9 @@ pub struct ServerInfo {
     pub name: Option<String>,
     /// The server's capabilities object, as sent.
     pub capabilities: Value,
-    /// Whether the server advertises `eventStreams` inside its Tasks capability (TS-02; a
-    /// receiver may support `tasks/stream` without saying so).
+    /// Whether the server advertises task event streams (TS-02): `eventStreams` inside its
+    /// Tasks capability, or (2026-07-28) the `dev.taskstream/event-streams` extension beside
+    /// it. A receiver may support `tasks/stream` without saying so.
     pub event_streams: bool,
 }
 

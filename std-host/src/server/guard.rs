@@ -2,16 +2,21 @@
 //! [`FailedLookups`] counts the Tasks requests of a connection that missed (an unknown task,
 //! another principal's task, a bad `after`, a cursor beyond the last seq, a `tasks/list` cursor
 //! never handed out; see `ServerError::is_failed_lookup`) and, once a connection has missed
-//! more than `--max-failed-lookups-per-minute` times within a minute, refuses every Tasks
-//! request and `tasks/stream` until its allowance has refilled.
+//! more than `--max-failed-lookups-per-minute` times within a minute, answers every further
+//! miss `too_many_failures` (instead of the miss's own error) until its allowance has refilled.
+//! It never refuses a request that finds one of the principal's own tasks: a client may always
+//! get, stream, list, await and cancel its own tasks, however many misses came before, so it
+//! never concludes that a live task is gone.
 //!
 //! The allowance is a token bucket written as GCRA ("theoretical arrival time"): each miss
 //! costs `60 s / limit`, a burst of up to `limit` misses is free, and afterwards misses are
 //! admitted at `limit` per minute. So, over any span of `t` seconds, a connection gets at most
 //! `limit * (1 + t / 60)` misses: with the default of 100, about 144 000 guesses a day against
-//! 2^128 task ids. While refused, nothing is looked up, so a refusal reveals nothing (not
-//! even whether the id exists), and refusals cost no allowance. Successful lookups never count:
-//! an honest client that follows its own tasks never meets the limit.
+//! 2^128 task ids. A refusal says only that the request missed, not how (unknown task, bad
+//! cursor), and refusals cost no allowance. A lookup that succeeds finds a task of the
+//! connection's own principal (another principal's task is an unknown task), so serving it
+//! while misses are refused reveals nothing the principal may not see. Successful lookups
+//! never count: an honest client that follows its own tasks never meets the limit.
 //!
 //! Deliberately not here: `events_gone` is not a miss (an honest client that fell behind
 //! retention gets it); and the limit is per connection (on stdio: per process), not global, as

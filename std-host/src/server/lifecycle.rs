@@ -14,7 +14,7 @@
 
 use serde_json::{json, Map, Value};
 
-use super::wire::{ServerError, MODERN_VERSION, TASKS_EXTENSION};
+use super::wire::{ServerError, EVENT_STREAMS_EXTENSION, MODERN_VERSION, TASKS_EXTENSION};
 
 /// The legacy versions this server negotiates; the last is its latest.
 pub(crate) const LEGACY_VERSIONS: [&str; 2] = ["2025-06-18", "2025-11-25"];
@@ -22,7 +22,7 @@ pub(crate) const LEGACY_VERSIONS: [&str; 2] = ["2025-06-18", "2025-11-25"];
 /// The era a request is served in.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Era {
-    /// 2025-06-18 / 2025-11-25 after `initialize`; Tasks as SEP-1686.
+    /// 2025-06-18 / 2025-11-25 after `initialize`; Tasks as SEP-1686, in 2025-11-25 only.
     Legacy,
     /// 2026-07-28, stateless; Tasks as SEP-2663 when `tasks` (the request declared it).
     Modern {
@@ -44,6 +44,12 @@ impl Session {
     /// Whether `initialize` has selected the legacy era.
     pub(crate) fn is_legacy(&self) -> bool {
         self.legacy.is_some()
+    }
+
+    /// Whether Tasks (and so `tasks/stream`) exist in this session: not after a 2025-06-18
+    /// `initialize`, since Tasks first appeared in 2025-11-25.
+    pub(crate) fn offers_tasks(&self) -> bool {
+        self.legacy != Some(LEGACY_VERSIONS[0])
     }
 
     /// Records `notifications/initialized`; whether it was the first.
@@ -119,6 +125,15 @@ impl Session {
             .find(|v| *v == requested)
             .unwrap_or(LEGACY_VERSIONS[1]);
         self.legacy = Some(version);
+        if !self.offers_tasks() {
+            // 2025-06-18 has no Tasks: tools only, and plain tool calls.
+            return Ok(json!({
+                "protocolVersion": version,
+                "capabilities": { "tools": { "listChanged": false } },
+                "serverInfo": server_info,
+                "instructions": INSTRUCTIONS_WITHOUT_TASKS,
+            }));
+        }
         Ok(json!({
             "protocolVersion": version,
             "capabilities": {
@@ -140,13 +155,20 @@ impl Session {
 const INSTRUCTIONS: &str = "Tools emit and run_trace run as tasks; follow a task's events with \
 tasks/stream (SEP-2694), resuming with `after` = the last seq you processed.";
 
+/// The instructions of a session without Tasks (2025-06-18).
+const INSTRUCTIONS_WITHOUT_TASKS: &str = "Tools emit and run_trace run as plain calls in this \
+protocol version; tasks and their event streams need 2025-11-25 or later.";
+
 /// The `server/discover` result (MCP-DIGEST a.4), before dressing.
 pub(crate) fn discover(server_info: &Value) -> Value {
     json!({
         "supportedVersions": [MODERN_VERSION],
         "capabilities": {
             "tools": { "listChanged": false },
-            "extensions": { TASKS_EXTENSION: { "eventStreams": {} } },
+            // The Tasks extension's object is `{}` (SEP-2663 defines no settings, and the
+            // official client treats any member as "no Tasks"); event streams are advertised
+            // beside it (A-06).
+            "extensions": { TASKS_EXTENSION: {}, EVENT_STREAMS_EXTENSION: {} },
         },
         "serverInfo": server_info,
         "instructions": INSTRUCTIONS,

@@ -411,6 +411,15 @@ impl Shared {
             let e = ServerError::Internal(delivery::STORAGE_FAILED.into());
             return self.reply(id, era, Err(e));
         }
+        // A 2025-06-18 session has no Tasks: no Tasks method, and `params.task` is an unknown
+        // member of `tools/call` (the call runs plainly).
+        let mut params = params;
+        if !session.offers_tasks() {
+            if is_task_lookup(method) {
+                return self.reply(id, era, Err(ServerError::MethodNotFound(method.to_owned())));
+            }
+            params.remove("task");
+        }
         // Ok(Some): answer now; Ok(None): answered (or to be answered) elsewhere.
         let answer = if is_task_lookup(method) {
             self.lookup(id, era, method, raw, &params)
@@ -420,7 +429,8 @@ impl Shared {
                 "server/discover" if era != Era::Legacy => {
                     Ok(Some(lifecycle::discover(&self.server_info)))
                 }
-                "tools/list" => Ok(Some(tools::list(era, self.limits()))),
+                "tools/list" => Ok(Some(tools::list(era, self.limits())))
+                    .map(|list| list.map(|l| tools::for_session(l, session.offers_tasks()))),
                 "tools/call" => self.tools_call(id, era, &params).map(|()| None),
                 other => Err(ServerError::MethodNotFound(other.to_owned())),
             }
@@ -432,8 +442,9 @@ impl Shared {
         }
     }
 
-    /// A Tasks method or `tasks/stream`: refused while the failed-lookup allowance is spent
-    /// (SE-07); a miss spends it.
+    /// A Tasks method or `tasks/stream`. A miss spends the failed-lookup allowance (SE-07); while
+    /// it is spent, a miss is answered `too_many_failures` instead of its own error and costs
+    /// nothing, and a request that finds one of the principal's own tasks is served as ever.
     fn lookup(
         self: &Arc<Self>,
         id: &RequestId,
@@ -442,12 +453,6 @@ impl Shared {
         raw: &[u8],
         params: &Map<String, Value>,
     ) -> Result<Option<Value>, ServerError> {
-        let now = Instant::now();
-        if let Err(wait) = self.failures().admit(now) {
-            return Err(ServerError::TooManyFailures {
-                retry_after_ms: u64::try_from(wait.as_millis()).unwrap_or(u64::MAX).max(1),
-            });
-        }
         let codec = || Codec::for_method(era, method);
         let answer = match method {
             "tasks/get" => codec().and_then(|c| self.tasks_get(c, params)).map(Some),
@@ -466,17 +471,27 @@ impl Shared {
                 .map(|()| None),
             other => Err(ServerError::MethodNotFound(other.to_owned())),
         };
-        if let Err(e) = &answer {
-            if e.is_failed_lookup() && self.failures().record(now) {
-                log!(
-                    Warn,
-                    "more than {} failed task lookups in a minute (unknown tasks or bad \
-                     cursors): refusing Tasks requests for a while",
-                    self.config.max_failed_lookups_per_minute
-                );
+        match answer {
+            Err(e) if e.is_failed_lookup() => {
+                let now = Instant::now();
+                let mut failures = self.failures();
+                if let Err(wait) = failures.admit(now) {
+                    return Err(ServerError::TooManyFailures {
+                        retry_after_ms: u64::try_from(wait.as_millis()).unwrap_or(u64::MAX).max(1),
+                    });
+                }
+                if failures.record(now) {
+                    log!(
+                        Warn,
+                        "more than {} failed task lookups in a minute (unknown tasks or bad \
+                         cursors): refusing failed lookups for a while",
+                        self.config.max_failed_lookups_per_minute
+                    );
+                }
+                Err(e)
             }
+            answer => answer,
         }
-        answer
     }
 
     fn failures(&self) -> MutexGuard<'_, guard::FailedLookups> {

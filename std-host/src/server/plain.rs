@@ -81,12 +81,13 @@ impl Shared {
             });
         if let Err(e) = spawned {
             self.plain.lock().remove(&id);
+            log!(Error, "tool call {id}: cannot start a thread: {e}");
             self.reply(
                 &id,
                 era,
-                Err(super::wire::ServerError::Internal(format!(
-                    "cannot start a thread: {e}"
-                ))),
+                Err(super::wire::ServerError::Internal(
+                    "the server could not start the call (its log says why)".into(),
+                )),
             );
         }
     }

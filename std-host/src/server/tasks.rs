@@ -157,8 +157,10 @@ pub(crate) fn format_task_id(id: u128) -> String {
 /// A fresh task id with 128 random bits (≥ 122 required; SEP-2663 security).
 fn new_task_id() -> Result<u128, ServerError> {
     let mut bytes = [0u8; 16];
-    getrandom::fill(&mut bytes)
-        .map_err(|e| ServerError::Internal(format!("no randomness: {e}")))?;
+    getrandom::fill(&mut bytes).map_err(|e| {
+        log!(Error, "no randomness for a task id: {e}");
+        ServerError::Internal("the server could not draw a task id (its log says why)".into())
+    })?;
     Ok(u128::from_le_bytes(bytes))
 }
 
@@ -211,11 +213,9 @@ impl Shared {
                 result: None,
                 error: None,
             };
-            self.store.create_task(record, now).map_err(|e| match e {
-                AppendError::StoreFull { limit, .. } => {
-                    ServerError::Internal(format!("cannot create the task: {}", store_full(limit)))
-                }
-                e => ServerError::Internal(format!("cannot create the task: {}", refusal(&e))),
+            self.store.create_task(record, now).map_err(|e| {
+                log!(Error, "cannot create a task: {e:?}");
+                ServerError::Internal(format!("cannot create the task: {}", refusal(&e)))
             })?;
             let view = self
                 .store
@@ -258,7 +258,10 @@ impl Shared {
                 self.end_task(
                     key,
                     &task_id,
-                    Err(Stop::Refused(format!("cannot start: {e}"))),
+                    Err(Stop::Refused(
+                        "cannot start: the server could not start the task (its log says why)"
+                            .into(),
+                    )),
                     codec,
                 );
             }
@@ -414,10 +417,14 @@ impl Shared {
                 Ok(_) => true,
                 Err(AppendError::Terminal) => false,
                 Err(e) => {
+                    log!(
+                        Error,
+                        "task {task_id}: cannot store its cancellation: {e:?}"
+                    );
                     return Err(ServerError::Internal(format!(
                         "cannot cancel: {}",
                         refusal(&e)
-                    )))
+                    )));
                 }
             }
         };
@@ -592,23 +599,26 @@ pub(crate) fn lifecycle(view: &TaskView) -> Lifecycle {
 }
 
 /// Why a store that reached its budget refused something, for the client.
-/// What a client is told of a refused store write: never the host's paths or internal errors
-/// (those go to the log).
+/// Why the store refused a write, as a client reads it (an error message, a failed task's
+/// status message): written for the client, nothing of the host. A storage failure's details
+/// (paths, the operating system's error) go to the log, never here.
 fn refusal(e: &AppendError) -> String {
     match e {
-        AppendError::StoreFull { limit, .. } => store_full(*limit),
-        AppendError::Storage(_) => {
-            log!(Error, "storage refused a write: {e:?}");
-            super::delivery::STORAGE_FAILED.to_owned()
-        }
-        AppendError::UnknownTask => "the task is unknown".to_owned(),
-        AppendError::Terminal => "the task has ended".to_owned(),
-        AppendError::InvalidPayload(_) | AppendError::InvalidType(_) => {
-            "the event is not valid".to_owned()
+        AppendError::UnknownTask => "the task no longer exists".into(),
+        AppendError::Terminal => "the task has already ended".into(),
+        AppendError::InvalidPayload(_) => "the event payload is not a JSON object".into(),
+        AppendError::InvalidType(_) => {
+            "the event type is not a vendor-prefixed name of three or more labels".into()
         }
         AppendError::PayloadTooLarge { size, limit } => {
             format!("an event payload of {size} bytes exceeds the limit of {limit}")
         }
+        AppendError::StoreFull { limit, .. } => store_full(*limit),
+        AppendError::Storage(crate::store::StoreError::SeqExhausted) => {
+            "the task has used every sequence number".into()
+        }
+        // Every other storage error of a write stops the store (fail-stop).
+        AppendError::Storage(_) => super::delivery::STORAGE_FAILED.into(),
     }
 }
 
@@ -638,17 +648,20 @@ impl Sink for TaskSink<'_> {
         {
             Ok(_) => Ok(()),
             Err(AppendError::Terminal | AppendError::UnknownTask) => Err(Stop::Cancelled),
-            Err(AppendError::PayloadTooLarge { size, limit }) => Err(Stop::Refused(format!(
-                "an event payload of {size} bytes exceeds the limit of {limit}"
-            ))),
-            Err(AppendError::StoreFull { limit, .. }) => Err(Stop::Refused(format!(
-                "cannot record an event: {}",
-                store_full(limit)
-            ))),
-            Err(e) => Err(Stop::Refused(format!(
-                "cannot record an event: {}",
-                refusal(&e)
-            ))),
+            Err(e @ AppendError::PayloadTooLarge { .. }) => Err(Stop::Refused(refusal(&e))),
+            Err(e) => {
+                if matches!(e, AppendError::Storage(_)) {
+                    log!(
+                        Error,
+                        "task {}: cannot record an event: {e:?}",
+                        self.task_id
+                    );
+                }
+                Err(Stop::Refused(format!(
+                    "cannot record an event: {}",
+                    refusal(&e)
+                )))
+            }
         }
     }
 
@@ -679,6 +692,44 @@ mod tests {
             "0123456789abcdef00112233445566778",
         ] {
             assert_eq!(parse_task_id(bad), None, "{bad}");
+        }
+    }
+
+    #[test]
+    fn refusals_leak_nothing_of_the_host() {
+        use crate::store::StoreError;
+        let secret = std::path::PathBuf::from("/srv/secret-data-dir/wal/00000042.wal");
+        let io = || std::io::Error::new(std::io::ErrorKind::StorageFull, "No space left on device");
+        let errors = [
+            AppendError::UnknownTask,
+            AppendError::Terminal,
+            AppendError::PayloadTooLarge {
+                size: 70_000,
+                limit: 65_536,
+            },
+            AppendError::StoreFull {
+                stored: 10,
+                limit: 10,
+            },
+            AppendError::Storage(StoreError::Io {
+                context: "appending to the log",
+                path: secret.clone(),
+                source: io(),
+            }),
+            AppendError::Storage(StoreError::Locked {
+                dir: secret.clone(),
+            }),
+        ];
+        for e in &errors {
+            let told = refusal(e);
+            let line = ServerError::Internal(format!("cannot create the task: {told}")).to_json();
+            let text = line.to_string();
+            for leak in [
+                "secret", "/srv", ".wal", "No space", "Io {", "Storage(", "os error",
+            ] {
+                assert!(!text.contains(leak), "{leak:?} in {text} for {e:?}");
+            }
+            assert!(!told.is_empty());
         }
     }
 

@@ -72,6 +72,19 @@ fn trace_schema() -> Value {
 }
 
 /// The `tools/list` result for `era`, before dressing.
+/// A `tools/list` result for a session with or without Tasks: without them (2025-06-18) no
+/// tool claims `execution.taskSupport`.
+pub(crate) fn for_session(mut list: Value, tasks: bool) -> Value {
+    if !tasks {
+        if let Some(tools) = list.get_mut("tools").and_then(Value::as_array_mut) {
+            for t in tools.iter_mut().filter_map(Value::as_object_mut) {
+                t.remove("execution");
+            }
+        }
+    }
+    list
+}
+
 pub(crate) fn list(era: Era, limits: Limits) -> Value {
     let mut tools = vec![
         json!({

@@ -15,6 +15,11 @@ use taskstream_core::{RequestId, ResumeError, Seq};
 pub(crate) const RELATED_TASK: &str = "io.modelcontextprotocol/related-task";
 /// The extension id of Tasks (SEP-2663).
 pub(crate) const TASKS_EXTENSION: &str = "io.modelcontextprotocol/tasks";
+
+/// The extension key under which a modern `server/discover` advertises task event streams
+/// (TS-02): beside the Tasks extension, whose object SEP-2663 defines as `{}` and official
+/// clients accept only empty (chapter, open question A-06).
+pub(crate) const EVENT_STREAMS_EXTENSION: &str = "dev.taskstream/event-streams";
 /// The only modern protocol version spoken.
 pub(crate) const MODERN_VERSION: &str = "2026-07-28";
 

@@ -497,3 +497,53 @@ fn a_client_that_stops_reading_for_seconds_while_tasks_run() {
     }
     assert_healthy(&mut s, &tasks);
 }
+
+/// A request id is echoed exactly as it was sent; `-0`, which would come back as `0`, is
+/// refused as an invalid id (-32600 with `id: null`) in both eras, as a `requestId` too.
+#[test]
+fn an_id_of_minus_zero_is_refused_and_every_other_id_echoed_as_sent() {
+    let mut s = Server::in_memory(&[]);
+    for era in ["modern", "legacy"] {
+        if era == "legacy" {
+            s.initialize();
+        }
+        let params = if era == "modern" {
+            modern(json!({}), true)
+        } else {
+            json!({})
+        };
+        for method in ["ping", "tasks/cancel", "tasks/get"] {
+            let line = json!({"jsonrpc": "2.0", "id": "ID", "method": method, "params": params})
+                .to_string()
+                .replace(r#""ID""#, "-0");
+            let e = expect_null_id_error(&mut s, line.as_bytes(), -32600);
+            assert_eq!(
+                e["message"],
+                json!("Invalid Request: id must be a string or an integer (not -0)"),
+                "{era} {method}"
+            );
+        }
+        // A cancellation naming `-0` names no request: it is ignored, the server reads on.
+        s.send_raw(
+            br#"{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":-0}}"#,
+        );
+        for (sent, echoed) in [
+            (r#""-0""#, json!("-0")),
+            ("0", json!(0)),
+            ("-9223372036854775808", json!(i64::MIN)),
+        ] {
+            let line = json!({"jsonrpc": "2.0", "id": "ID", "method": "ping", "params": params})
+                .to_string()
+                .replace(r#""ID""#, sent);
+            s.send_raw(line.as_bytes());
+            let l = s.recv("the ping's answer", |v| v.get("id").is_some());
+            assert!(
+                l.raw.contains(&format!(r#""id":{sent}"#)),
+                "{era}: {sent} echoed as {}",
+                l.raw
+            );
+            assert_eq!(l.v["id"], echoed);
+            assert!(l.v.get("result").is_some(), "{}", l.raw);
+        }
+    }
+}

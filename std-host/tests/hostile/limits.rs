@@ -10,7 +10,7 @@ use serde_json::{json, Value};
 use crate::check::{
     assert_healthy, assert_intact, log_barrier, start_emit, stream_all, wait_terminal,
 };
-use crate::client::{Server, DEADLINE};
+use crate::client::{modern, Server, DEADLINE};
 
 /// Polls `probe` (a request whose answer is checked by `done`) until `done` holds, with a
 /// deadline. Each poll is a request, so this waits on the server's own answers.
@@ -62,6 +62,65 @@ fn se07_concurrent_streams_per_connection() {
     }
     assert_eq!(n, 22);
     assert_healthy(&mut s, &tasks);
+}
+
+/// RS-04 / RS-06 at the stream limit: a request that needs no stream needs no slot, in both
+/// eras; one that needs a stream is still refused.
+#[test]
+fn at_the_stream_limit_a_finished_task_at_its_last_seq_gets_the_empty_result() {
+    let mut s = Server::in_memory(&["--max-streams", "1"]);
+    for era in ["modern", "legacy"] {
+        let p = |params: Value| {
+            if era == "modern" {
+                modern(params, true)
+            } else {
+                params
+            }
+        };
+        if era == "legacy" {
+            s.initialize();
+        }
+        let created = |s: &mut Server, count: u64, interval: u64| -> String {
+            let mut params =
+                json!({"name": "emit", "arguments": {"count": count, "interval_ms": interval}});
+            if era == "legacy" {
+                params["task"] = json!({});
+            }
+            let r = s.ok("tools/call", p(params));
+            r["taskId"]
+                .as_str()
+                .or_else(|| r["task"]["taskId"].as_str())
+                .expect("taskId")
+                .to_owned()
+        };
+        let done = created(&mut s, 2, 0);
+        let long = created(&mut s, 1000, 50);
+        poll_until(
+            &mut s,
+            "the short task to end",
+            |s| s.ok("tasks/get", p(json!({"taskId": done}))),
+            |r| r["status"] == json!("completed"),
+        );
+        let open = s.request("tasks/stream", p(json!({"taskId": long})));
+        // The only slot is taken. The finished task's last seq is 3 (working, 2 events,
+        // completed): nothing to send, so the result comes at once, with no event.
+        let id = s.request("tasks/stream", p(json!({"taskId": done, "after": 3})));
+        let l = s.recv("the empty result", |v| v["id"] == json!(id));
+        let want = if era == "modern" {
+            json!({"resultType": "complete"})
+        } else {
+            json!({})
+        };
+        assert_eq!(l.v["result"], want, "{era}: {}", l.raw);
+        // A stream that would deliver something still needs the slot.
+        let e = s.err("tasks/stream", p(json!({"taskId": done, "after": 0})));
+        assert_eq!(e["data"]["reason"], json!("stream_limit"), "{era}: {e}");
+        s.send(
+            &json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
+                       "params": {"requestId": open}}),
+        );
+        s.ok("tasks/cancel", p(json!({"taskId": long})));
+    }
 }
 
 #[test]
@@ -238,23 +297,25 @@ fn one_miss_of_each_kind(s: &mut Server, real_task: &str) -> usize {
 }
 
 #[test]
-fn se07_failed_lookups_are_refused_after_the_limit() {
+fn se07_failed_lookups_are_refused_after_the_limit_but_never_the_principals_own_tasks() {
     let mut s = Server::legacy(&["--max-failed-lookups-per-minute", "7"]);
     let done = start_emit(&mut s, 3, 0, 0);
     wait_terminal(&mut s, &done.task);
-    let running = start_emit(&mut s, 40, 25, 8);
+    let running = start_emit(&mut s, 400, 25, 8);
     let open = s.request("tasks/stream", json!({"taskId": running.task}));
     assert_eq!(one_miss_of_each_kind(&mut s, &done.task), 7);
-    // The allowance is spent: every Tasks request is refused, even for a real task, and
-    // nothing is looked up.
-    for (method, params) in [
-        ("tasks/get", json!({"taskId": done.task})),
-        ("tasks/stream", json!({"taskId": done.task})),
-        ("tasks/list", json!({})),
-        ("tasks/result", json!({"taskId": done.task})),
-        ("tasks/cancel", json!({"taskId": running.task})),
-    ] {
-        let e = s.err(method, params);
+    // The allowance is spent: every further miss is refused, whatever kind it is.
+    let misses = [
+        (
+            "tasks/get",
+            json!({"taskId": "0123456789abcdef0123456789abcdef"}),
+        ),
+        ("tasks/stream", json!({"taskId": done.task, "after": 99})),
+        ("tasks/list", json!({"cursor": "not-a-cursor"})),
+        ("tasks/cancel", json!({"taskId": "nope"})),
+    ];
+    for (method, params) in &misses {
+        let e = s.err(method, params.clone());
         assert_eq!(e["code"], json!(-32602), "{method}: {e}");
         assert_eq!(
             e["data"]["reason"],
@@ -265,6 +326,40 @@ fn se07_failed_lookups_are_refused_after_the_limit() {
         assert!((1..=60_000).contains(&wait), "{wait}");
     }
     s.wait_stderr("failed task lookups");
+    // The principal's own tasks are served as ever: get, a stream, list, result, and the
+    // cancellation of the running one.
+    assert_eq!(
+        s.ok("tasks/get", json!({"taskId": done.task}))["status"],
+        json!("completed")
+    );
+    let replay = s.request("tasks/stream", json!({"taskId": done.task, "after": 0}));
+    let mut replayed = Vec::new();
+    loop {
+        let l = s.recv("the replay", |v| {
+            v["params"]["taskId"] == json!(done.task) || v["id"] == json!(replay)
+        });
+        if l.v["id"] == json!(replay) {
+            assert!(l.v.get("result").is_some(), "{}", l.raw);
+            break;
+        }
+        if let Some(seq) = l.v["params"]["seq"].as_u64() {
+            replayed.push(seq);
+        }
+    }
+    assert_eq!(replayed, vec![1, 2, 3, 4]);
+    let listed = s.ok("tasks/list", json!({}));
+    assert!(listed["tasks"]
+        .as_array()
+        .is_some_and(|t| t.iter().any(|t| t["taskId"] == json!(running.task))));
+    assert!(s
+        .ok("tasks/result", json!({"taskId": done.task}))
+        .is_object());
+    let cancelled = s.ok("tasks/cancel", json!({"taskId": running.task}));
+    assert_eq!(cancelled["taskId"], json!(running.task), "{cancelled}");
+    assert_eq!(
+        s.ok("tasks/get", json!({"taskId": running.task}))["status"],
+        json!("cancelled")
+    );
     // Everything else works, and the stream opened before goes on to the end.
     assert_eq!(s.ok("ping", json!({})), json!({}));
     assert!(s.ok("tools/list", json!({}))["tools"].is_array());
@@ -279,7 +374,13 @@ fn se07_failed_lookups_are_refused_after_the_limit() {
             _ => {}
         }
     }
-    assert_eq!(seqs, (0..42).collect::<Vec<u64>>());
+    let n = seqs.len() as u64;
+    assert_eq!(seqs, (0..n).collect::<Vec<u64>>());
+    // Serving them spent nothing: the next miss is still refused.
+    assert_eq!(
+        s.err("tasks/get", json!({"taskId": "nope"}))["data"]["reason"],
+        json!("too_many_failures")
+    );
 }
 
 #[test]
@@ -307,14 +408,24 @@ fn se07_failed_lookups_refill_at_the_limit_rate() {
     assert!(refused["data"]["retryAfterMs"]
         .as_u64()
         .is_some_and(|w| w <= 100));
-    // Refusals cost nothing: polling until admitted again takes about one miss's cost.
+    // The principal's own task is served while misses are refused.
+    let own = s.call("tasks/get", json!({"taskId": e.task})).v;
+    assert_eq!(own["result"]["taskId"], json!(e.task), "{own}");
+    // Refusals cost nothing: polling with misses until one is its own error again takes
+    // about one miss's cost.
+    let polled = Instant::now();
     let got = poll_until(
         &mut s,
-        "a lookup admitted again",
-        |s| s.call("tasks/get", json!({"taskId": e.task})).v,
-        |r| r.get("result").is_some(),
+        "a miss admitted again",
+        |s| s.call("tasks/get", json!({"taskId": "ffff"})).v,
+        |r| r["error"]["data"]["reason"] == json!("unknown_task"),
     );
-    assert_eq!(got["result"]["taskId"], json!(e.task));
+    assert_eq!(got["error"]["code"], json!(-32602));
+    assert!(
+        polled.elapsed() < Duration::from_secs(5),
+        "{:?}",
+        polled.elapsed()
+    );
 }
 
 #[test]

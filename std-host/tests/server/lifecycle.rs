@@ -9,9 +9,9 @@ use crate::client::{bin, modern, Server};
 #[test]
 fn legacy_initialize_echoes_a_supported_version_and_advertises_event_streams() {
     let mut s = Server::in_memory(&[]);
-    let r = s.initialize("2025-06-18");
+    let r = s.initialize("2025-11-25");
     let result = &r["result"];
-    assert_eq!(result["protocolVersion"], "2025-06-18");
+    assert_eq!(result["protocolVersion"], "2025-11-25");
     assert_eq!(
         result["capabilities"]["tasks"],
         json!({"list": {}, "cancel": {}, "requests": {"tools": {"call": {}}}, "eventStreams": {}})
@@ -20,10 +20,51 @@ fn legacy_initialize_echoes_a_supported_version_and_advertises_event_streams() {
     assert_eq!(result["serverInfo"]["name"], "taskstream");
     // A second initialize is refused; the session stays legacy (no resultType).
     assert_eq!(
-        s.error_code("initialize", json!({"protocolVersion": "2025-06-18"})),
+        s.error_code("initialize", json!({"protocolVersion": "2025-11-25"})),
         -32600
     );
     assert_eq!(s.ok("ping", json!({})), json!({}));
+}
+
+/// Tasks first appeared in 2025-11-25: a 2025-06-18 session is offered none, and its tool
+/// calls run plainly even with `params.task`.
+#[test]
+fn a_2025_06_18_session_is_offered_no_tasks() {
+    let mut s = Server::in_memory(&[]);
+    let r = s.initialize("2025-06-18");
+    let result = &r["result"];
+    assert_eq!(result["protocolVersion"], "2025-06-18");
+    assert!(result["capabilities"].get("tasks").is_none(), "{r}");
+    assert!(result["capabilities"]["tools"].is_object());
+    let tools = s.ok("tools/list", json!({}));
+    assert!(
+        tools["tools"]
+            .as_array()
+            .is_some_and(|t| !t.is_empty() && t.iter().all(|t| t.get("execution").is_none())),
+        "{tools}"
+    );
+    for method in [
+        "tasks/get",
+        "tasks/list",
+        "tasks/cancel",
+        "tasks/result",
+        "tasks/stream",
+    ] {
+        assert_eq!(
+            s.error_code(
+                method,
+                json!({"taskId": "0123456789abcdef0123456789abcdef"})
+            ),
+            -32601,
+            "{method}"
+        );
+    }
+    let called = s.ok(
+        "tools/call",
+        json!({"name": "emit", "arguments": {"count": 2}, "task": {"ttl": 60000}}),
+    );
+    assert!(called.get("task").is_none(), "{called}");
+    assert!(called["content"].is_array(), "{called}");
 }
 
 #[test]
@@ -54,9 +95,11 @@ fn modern_discover_and_dressed_results() {
     let r = s.ok("server/discover", modern(json!({}), false));
     assert_eq!(r["resultType"], "complete");
     assert_eq!(r["supportedVersions"], json!(["2026-07-28"]));
+    // The Tasks extension's object is empty, as SEP-2663 defines it and official clients
+    // require; event streams are advertised beside it.
     assert_eq!(
-        r["capabilities"]["extensions"]["io.modelcontextprotocol/tasks"],
-        json!({"eventStreams": {}})
+        r["capabilities"]["extensions"],
+        json!({"io.modelcontextprotocol/tasks": {}, "dev.taskstream/event-streams": {}})
     );
     assert_eq!(r["ttlMs"], 3_600_000);
     assert_eq!(r["cacheScope"], "public");

@@ -257,3 +257,35 @@ fn modern_without_the_extension() {
     assert_eq!(r["resultType"], "complete");
     assert_eq!(r["content"][0]["text"], "emitted 1 events");
 }
+
+/// The chapter's retention section: a requested `ttl` is echoed capped at
+/// `--terminal-retention`, and it is a lower bound counted from creation: the task (and its
+/// events) stay retrievable until `--terminal-retention` after the task ends, which is never
+/// earlier than `ttl` after its creation. So a task whose `ttl` ran out while it was still
+/// working is kept, with its whole history, once it ends.
+#[test]
+fn ttl_is_echoed_capped_and_kept_at_least_from_creation() {
+    let mut s = Server::legacy(&["--terminal-retention", "10"]);
+    let capped = s.ok(
+        "tools/call",
+        json!({"name": "emit", "arguments": {"count": 1}, "task": {"ttl": 60000}}),
+    );
+    assert_eq!(capped["task"]["ttl"], 10_000, "{capped}");
+    // A ttl of 5 ms, for a task that runs at least 3 × 20 ms: it has run out by the end.
+    let r = s.ok(
+        "tools/call",
+        json!({"name": "emit", "arguments": {"count": 3, "interval_ms": 20}, "task": {"ttl": 5}}),
+    );
+    assert_eq!(r["task"]["ttl"], 5, "{r}");
+    let task = r["task"]["taskId"].as_str().expect("taskId").to_owned();
+    let done = s.call("tasks/result", json!({"taskId": task}));
+    assert_eq!(done["result"]["content"][0]["text"], "emitted 3 events");
+    let g = s.ok("tasks/get", json!({"taskId": task}));
+    assert_eq!(g["status"], "completed", "{g}");
+    assert_eq!(g["ttl"], 5);
+    let id = s.request("tasks/stream", json!({"taskId": task}));
+    let (events, end) = s.collect_stream(id, &task);
+    assert_eq!(end["result"], json!({}), "{end}");
+    let seqs: Vec<u64> = events.iter().filter_map(|e| e["seq"].as_u64()).collect();
+    assert_eq!(seqs, vec![0, 1, 2, 3, 4]);
+}

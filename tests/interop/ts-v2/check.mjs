@@ -121,17 +121,15 @@ async function main() {
         assert(tasksExt !== null && typeof tasksExt === 'object', `server capabilities lack extensions["${TASKS_EXT}"]: ${show(caps)}`);
         step(`server/discover probe: modern era ${version}; capabilities ${show(caps)}`);
         // SEP-2663: "No extension-specific settings are currently defined; an empty object
-        // indicates support." ext-tasks takes only an empty object as support: with anything
-        // inside it treats the server as having no Tasks at all. taskstream advertises
-        // `eventStreams` inside the extension object by contract (SEP-2694 lets a receiver
-        // advertise it as a sub-capability of Tasks; where is open question A-06, and this is
-        // the evidence recorded in docs/specification/tasks-stream.md). Say so, then carry on
-        // as if the object were empty so that the rest of the exchange is still checked.
-        if (Object.keys(tasksExt).length > 0) {
-            console.log(`  NOTE server advertises extensions["${TASKS_EXT}"] = ${show(tasksExt)}; `
-                + 'ext-tasks recognises the extension only as {} (see A-06); continuing with {}');
-            client.getServerCapabilities = () => ({ ...caps, extensions: { ...caps.extensions, [TASKS_EXT]: {} } });
-        }
+        // indicates support." ext-tasks takes only an empty object as support (with anything
+        // inside it treats the server as having no Tasks at all), so taskstream advertises the
+        // Tasks extension as {} and event streams beside it, as their own extension key (open
+        // question A-06 in docs/specification/tasks-stream.md). Nothing is patched: the
+        // unpatched client must recognise the Tasks extension as it is sent.
+        assert(show(tasksExt) === show({}), `extensions["${TASKS_EXT}"] is ${show(tasksExt)}; ext-tasks recognises only {}`);
+        const streamsExt = caps?.extensions?.['dev.taskstream/event-streams'];
+        assert(streamsExt !== null && typeof streamsExt === 'object', `server capabilities lack extensions["dev.taskstream/event-streams"]: ${show(caps)}`);
+        step(`capabilities: extensions["${TASKS_EXT}"] = {} (accepted by ext-tasks unpatched), event streams as extensions["dev.taskstream/event-streams"]`);
 
         // 2. tools/list (the SDK attaches the per-request _meta envelope)
         const { tools } = await client.listTools();

@@ -115,16 +115,16 @@ fn dropped_history(ctx: &Ctx<'_>, s: &mut Session, ev: &mut Evidence) -> Result<
     Ok(())
 }
 
-/// An `events_gone` answer, known by its code or by its reason (the code is an open question
-/// of the SEP, so either identifies it; EG-01 then judges the exact shape).
+/// An `events_gone` answer, recognised as the chapter tells clients to recognise it: by
+/// `data.reason`, not by the code. The receiver's side (the code -32010 and the whole shape the
+/// SEP gives) is EG-01's, judged by [`shape_failure`], so one wrong code fails EG-01 alone.
 pub(super) fn is_events_gone(error: &RpcError) -> bool {
-    error.code == Some(-32010)
-        || error
-            .data
-            .as_ref()
-            .and_then(|data| data.get("reason"))
-            .and_then(Value::as_str)
-            == Some("events_gone")
+    error
+        .data
+        .as_ref()
+        .and_then(|data| data.get("reason"))
+        .and_then(Value::as_str)
+        == Some("events_gone")
 }
 
 /// EG-01: code -32010, data `{reason: "events_gone", taskId, earliestSeq}`, earliestSeq equal

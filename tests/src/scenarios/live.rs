@@ -6,6 +6,11 @@
 //!
 //! The events seen twice feed EV-08 (same content live and replayed), judged in
 //! `Session::finish`.
+//!
+//! Following a task live to its end, then reading its history twice (without `after`, and
+//! with `after = 0`) on the same connection: `Session::finish` holds every one of these streams
+//! to be gap-free (RS-07, EV-03), the live one against the histories and the histories against
+//! everything the live one carried, up to the last event.
 
 use super::{refused_because_cancel_ignored, scenario, watch_live_task, Ctx, Shape};
 use crate::catalog::Id;
@@ -29,6 +34,35 @@ fn first_look(ctx: &Ctx<'_>, s: &mut Session) -> Result<(String, Vec<u64>), Stri
     let seen = s.stream(first).seq_set();
     s.cancel(first).map_err(|b| b.to_string())?;
     Ok((task, seen))
+}
+
+pub(crate) fn run_follow(ctx: &Ctx<'_>, ev: &mut Evidence) {
+    scenario(ctx, "follow", &[Id::Rs07, Id::Ev03], ev, |s, _| {
+        follow(ctx, s)
+    });
+}
+
+fn follow(ctx: &Ctx<'_>, s: &mut Session) -> Result<(), String> {
+    let task = s.create_task(&ctx.cfg.profile, &ctx.args(Shape::Live))?;
+    let live = s
+        .open_stream(&task, After::Omitted)
+        .map_err(|b| b.to_string())?;
+    s.collect(live, ctx.task_deadline(Shape::Live))
+        .map_err(|b| b.to_string())?;
+    match &s.stream(live).reply {
+        Some(Reply::Result(_)) => {}
+        Some(Reply::Error(error)) => {
+            return Err(format!("the stream of the running task answered {error}"));
+        }
+        None => return Err("the stream of the running task did not end with it".to_owned()),
+    }
+    s.wait_terminal(&task, s.deadline())?;
+    for after in [After::Omitted, After::Seq(0)] {
+        let history = s.open_stream(&task, after).map_err(|b| b.to_string())?;
+        let deadline = s.deadline();
+        s.collect(history, deadline).map_err(|b| b.to_string())?;
+    }
+    Ok(())
 }
 
 fn join(ctx: &Ctx<'_>, s: &mut Session, ev: &mut Evidence) -> Result<(), String> {

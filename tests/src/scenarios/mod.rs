@@ -7,13 +7,14 @@
 //! | [`terminal`] | a task that has ended | TS-03, EV-02, EV-03, RS-01..RS-04, RS-06, RT-02, RL-01, SE-01, SE-03, DX-02, DX-03, DX-05 |
 //! | [`concurrency`] | two streams on one running task | TS-05, TS-06 |
 //! | [`cancel`] | a stream cancelled mid-task; a task nobody streams | TS-08, DX-04, NT-03 |
-//! | [`live`] | a late join and a resume while the task runs | RS-05, DX-07, RS-03a |
+//! | [`live`] | a late join and a resume while the task runs; a task followed to its end, then its history | RS-05, DX-07, RS-03a, RS-07, EV-03 |
 //! | [`limits`] | many concurrent streams | SE-07 |
 //! | [`gone`] | a task whose first events were dropped (small-retention server) | RS-03b, RT-04, RS-07, EG-01 |
 //! | [`aged`] | terminal tasks with nothing retained (aged-retention server) | RS-06, RS-04, RS-02, RS-03b, RT-04, RS-07, EG-01 |
 //!
-//! The per-event rules (EV-01, EV-03, EV-04, EV-05..EV-07, EV-08, NT-01, NT-02) and DX-01 are
-//! judged on every stream of every scenario, by `Session::finish`.
+//! The per-event rules (EV-01, EV-04, EV-05..EV-07, EV-08, NT-01, NT-02), contiguity (EV-03,
+//! RS-07: every stream, live or replayed, carries exactly `after + 1, after + 2, …`) and DX-01
+//! are judged on every stream of every scenario, by `Session::finish`.
 
 mod aged;
 mod cancel;
@@ -179,6 +180,7 @@ pub(crate) fn run_era(cfg: &Config, era: Era) -> EraReport {
             cancel::run_unwatched(&ctx, &mut ev);
             live::run_join(&ctx, &mut ev);
             live::run_resume(&ctx, &mut ev);
+            live::run_follow(&ctx, &mut ev);
             limits::run(&ctx, &mut ev);
             gone::run(&ctx, &mut ev);
             aged::run(&ctx, &mut ev);

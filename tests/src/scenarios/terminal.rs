@@ -27,6 +27,10 @@ pub(crate) enum Support {
     Streams,
 }
 
+/// Where taskstream advertises event streams under 2026-07-28: beside the Tasks extension,
+/// whose object official clients accept only empty (its chapter, A-06).
+const EVENT_STREAMS_KEY: &str = "dev.taskstream/event-streams";
+
 /// The invalid cursors of RS-01 (not a non-negative integer) and RS-02 (not a valid seq);
 /// "beyond the last seq" is added at run time.
 const BAD_AFTER: [(Id, &str); 13] = [
@@ -97,13 +101,23 @@ type Step = fn(&mut Session, &str, &[u64], &mut Evidence) -> Result<(), String>;
 /// TS-02 is a MAY: report where the server advertises `eventStreams`, judge nothing.
 fn event_streams_capability(era: Era, handshake: &Value) -> String {
     let (path, capability) = match era {
-        Era::Modern => (
-            "server/discover capabilities.extensions[\"io.modelcontextprotocol/tasks\"].eventStreams",
-            handshake
-                .pointer("/capabilities/extensions")
+        Era::Modern => {
+            let extensions = handshake.pointer("/capabilities/extensions");
+            let inside = extensions
                 .and_then(|extensions| extensions.get(TASKS_EXTENSION))
-                .and_then(|tasks| tasks.get("eventStreams")),
-        ),
+                .and_then(|tasks| tasks.get("eventStreams"));
+            let beside = extensions.and_then(|extensions| extensions.get(EVENT_STREAMS_KEY));
+            match (inside, beside) {
+                (None, Some(found)) => (
+                    "server/discover capabilities.extensions[\"dev.taskstream/event-streams\"]",
+                    Some(found),
+                ),
+                (inside, _) => (
+                    "server/discover capabilities.extensions[\"io.modelcontextprotocol/tasks\"].eventStreams",
+                    inside,
+                ),
+            }
+        }
         Era::Legacy => (
             "initialize capabilities.tasks.eventStreams",
             handshake.pointer("/capabilities/tasks/eventStreams"),

@@ -46,6 +46,8 @@ pub(crate) struct Session {
     replies: HashMap<u64, Reply>,
     streams: Vec<StreamRec>,
     known_tasks: BTreeSet<String>,
+    /// Tasks `tasks/get` has shown terminal: their history is final (MCP digest, A-04).
+    terminal_tasks: BTreeSet<String>,
     /// `tools/call` requests awaiting their answer: an event for a task not yet known may belong
     /// to the task being created.
     creating: usize,
@@ -76,6 +78,7 @@ impl Session {
             replies: HashMap::new(),
             streams: Vec::new(),
             known_tasks: BTreeSet::new(),
+            terminal_tasks: BTreeSet::new(),
             creating: 0,
             orphans: Vec::new(),
             unsolicited: Vec::new(),
@@ -409,7 +412,7 @@ impl Session {
 
     /// The task's status by `tasks/get`.
     pub(crate) fn task_status(&mut self, task: &str) -> Result<String, String> {
-        match self.tasks_get(task) {
+        let status = match self.tasks_get(task) {
             Err(broken) => Err(broken.to_string()),
             Ok(Reply::Error(error)) => Err(format!("tasks/get {task} answered {error}")),
             Ok(Reply::Result(result)) => result
@@ -418,7 +421,11 @@ impl Session {
                 .and_then(Value::as_str)
                 .map(str::to_owned)
                 .ok_or_else(|| format!("tasks/get {task} has no status: {}", abbreviate(&result))),
+        };
+        if status.as_deref().is_ok_and(is_terminal) {
+            self.terminal_tasks.insert(task.to_owned());
         }
+        status
     }
 
     /// Polls `tasks/get` until the task is terminal, listening to the connection between polls.
@@ -455,7 +462,11 @@ impl Session {
             After::Literal(text) => line.replacen(&format!("\"{AFTER_SENTINEL}\""), text, 1),
             _ => line,
         };
-        self.register_stream(id, task, after.shown(), &line, false)
+        let cursor = match after {
+            After::Seq(seq) => Some(seq),
+            After::Omitted | After::Literal(_) => None,
+        };
+        self.register_stream(id, task, after.shown(), cursor, &line, false)
     }
 
     /// Sends `tasks/stream` with `params` exactly as given (for the `_meta` checks).
@@ -464,8 +475,10 @@ impl Session {
         task: &str,
         params: Value,
     ) -> Result<StreamId, Broken> {
+        let cursor = params.get("after").and_then(Value::as_u64);
         let (id, line) = self.send_request_text("tasks/stream", params);
-        self.register_stream(id, task, "omitted".to_owned(), &line, false)
+        let shown = cursor.map_or_else(|| "omitted".to_owned(), |seq| seq.to_string());
+        self.register_stream(id, task, shown, cursor, &line, false)
     }
 
     /// Sends `tasks/stream` without `after` for a task id the client cannot access; events of
@@ -473,7 +486,7 @@ impl Session {
     pub(crate) fn open_foreign_stream(&mut self, task: &str) -> Result<StreamId, Broken> {
         let params = self.with_meta(json!({"taskId": task}));
         let (id, line) = self.send_request_text("tasks/stream", params);
-        self.register_stream(id, task, "omitted".to_owned(), &line, true)
+        self.register_stream(id, task, "omitted".to_owned(), None, &line, true)
     }
 
     /// Leaves the stream out of EV-04: it is expected to see duplicates.
@@ -488,6 +501,7 @@ impl Session {
         request_id: u64,
         task: &str,
         after: String,
+        cursor: Option<u64>,
         line: &str,
         foreign: bool,
     ) -> Result<StreamId, Broken> {
@@ -495,6 +509,8 @@ impl Session {
             request_id,
             task_id: task.to_owned(),
             after,
+            cursor,
+            on_terminal: self.terminal_tasks.contains(task),
             state: StreamState::Open,
             events: Vec::new(),
             reply: None,

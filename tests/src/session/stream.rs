@@ -50,6 +50,10 @@ pub(crate) struct StreamRec {
     pub(crate) task_id: String,
     /// The `after` as sent, for messages.
     pub(crate) after: String,
+    /// The `after` sent, if it was a valid seq.
+    pub(crate) cursor: Option<u64>,
+    /// Opened once `tasks/get` had shown the task terminal: its history was final.
+    pub(crate) on_terminal: bool,
     pub(crate) state: StreamState,
     pub(crate) events: Vec<Event>,
     pub(crate) reply: Option<Reply>,

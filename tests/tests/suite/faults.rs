@@ -42,8 +42,10 @@ const fn breaks(fault: &'static str, both: &'static [&'static str]) -> Breaks {
 ///   retained range; gone-off-by-one breaks the two of them that speak of the boundary;
 /// - stream-loose-match and stream-skips-lookup: SE-01 is "tasks/stream refuses as tasks/get
 ///   does", which any leak (SE-03) or any lax answer to an unknown task (DX-02) breaks.
-const FAULTS: [Breaks; 38] = [
+const FAULTS: [Breaks; 40] = [
     breaks("skip-seq", &["EV-03"]),
+    breaks("drop-live-event", &["RS-07"]),
+    breaks("drop-history-tail", &["RS-07"]),
     breaks("reorder", &["EV-04"]),
     breaks("drop-meta", &["NT-01"]),
     breaks("meta-mismatch", &["NT-02"]),
@@ -161,6 +163,8 @@ macro_rules! fault_tests {
 
 fault_tests! {
     skip_seq => "skip-seq",
+    drop_live_event => "drop-live-event",
+    drop_history_tail => "drop-history-tail",
     reorder => "reorder",
     drop_meta => "drop-meta",
     meta_mismatch => "meta-mismatch",

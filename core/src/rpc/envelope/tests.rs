@@ -242,6 +242,8 @@ fn invalid_requests_keep_the_id_when_it_could_be_read() {
         (r#"{"jsonrpc":"2.0","id":1.5,"method":"m"}"#, None, IdType),
         (r#"{"jsonrpc":"2.0","id":1.0,"method":"m"}"#, None, IdType),
         (r#"{"jsonrpc":"2.0","id":1e2,"method":"m"}"#, None, IdType),
+        // `-0` would be answered as `0`: refused, so every accepted id round-trips.
+        (r#"{"jsonrpc":"2.0","id":-0,"method":"m"}"#, None, IdType),
         (r#"{"jsonrpc":"2.0","id":true,"method":"m"}"#, None, IdType),
         (r#"{"jsonrpc":"2.0","id":{},"method":"m"}"#, None, IdType),
         (r#"{"jsonrpc":"2.0","id":[1],"method":"m"}"#, None, IdType),
@@ -359,9 +361,55 @@ fn string_ids_are_bounded_after_decoding() {
         req(sid(""), "m", None),
     );
     check(
-        br#"{"jsonrpc":"2.0","id":-0,"method":"m"}"#,
-        req(0.into(), "m", None),
+        br#"{"jsonrpc":"2.0","id":"-0","method":"m"}"#,
+        req(sid("-0"), "m", None),
     );
+}
+
+/// The id written back for an integer literal the parser accepted, as text.
+fn echoed_id(literal: &str) -> Option<String> {
+    let line = std::format!(r#"{{"jsonrpc":"2.0","id":{literal},"method":"m"}}"#);
+    let mut scratch = [0u8; 16];
+    let Ok(Message::Request(r)) = parse(line.as_bytes(), &mut scratch) else {
+        return None;
+    };
+    let mut out = [0u8; 256];
+    let n = crate::rpc::write_stream_result(&r.id, crate::rpc::Era::Modern, &mut out).unwrap();
+    let text = core::str::from_utf8(&out[..n]).unwrap();
+    let start = text.find(r#""id":"#).unwrap() + 5;
+    let end = start + text[start..].find([',', '}']).unwrap();
+    Some(String::from(&text[start..end]))
+}
+
+#[test]
+fn every_accepted_integer_id_is_echoed_exactly_as_sent() {
+    // `-0` is refused (it would come back as `0`); every other integer that fits is echoed
+    // with the literal the client sent.
+    check(
+        br#"{"jsonrpc":"2.0","id":-0,"method":"m"}"#,
+        invalid(None, InvalidMessage::IdType),
+    );
+    assert_eq!(echoed_id("-0"), None);
+    for literal in [
+        "0",
+        "7",
+        "-1",
+        "9223372036854775807",
+        "-9223372036854775808",
+    ] {
+        assert_eq!(echoed_id(literal).as_deref(), Some(literal));
+    }
+}
+
+proptest! {
+    #[test]
+    fn integer_ids_round_trip_or_are_refused(literal in "-?(0|[1-9][0-9]{0,19})") {
+        if let Some(echoed) = echoed_id(&literal) {
+            prop_assert_eq!(echoed, literal);
+        } else {
+            prop_assert!(literal == "-0" || literal.parse::<i64>().is_err(), "{}", literal);
+        }
+    }
 }
 
 #[test]
@@ -499,6 +547,9 @@ fn envelope() -> impl Strategy<Value = String> {
             "1",
             "-7",
             "0",
+            "-0",
+            "9223372036854775807",
+            "-9223372036854775808",
             r#""abc""#,
             r#""a\"b""#,
             "null",

@@ -223,6 +223,7 @@ fn cancelled_params() {
     check("{}", Err(MissingRequestId));
     check(r#"{"requestId":null}"#, Err(RequestIdType));
     check(r#"{"requestId":1.5}"#, Err(RequestIdType));
+    check(r#"{"requestId":-0}"#, Err(RequestIdType));
     check(r#"{"requestId":true}"#, Err(RequestIdType));
     check(r#"{"requestId":1,"requestId":2}"#, Err(DuplicateMember));
     check(
@@ -253,5 +254,36 @@ proptest::proptest! {
             Err(_) => Err(StreamParamsError::AfterNegative),
         };
         proptest::prop_assert_eq!(parse_stream_params(text.as_bytes()), expected);
+    }
+}
+
+/// Wire messages are written for the client: they name the problem, never the internal
+/// requirement IDs (`RS-01`, `A-02`) of the chapter.
+#[test]
+fn messages_cite_no_requirement_ids() {
+    use StreamParamsError::*;
+    for e in [
+        Malformed,
+        NotAnObject,
+        DuplicateMember,
+        MissingTaskId,
+        TaskIdNotString,
+        TaskIdTooLong,
+        AfterNull,
+        AfterNegative,
+        AfterNotInteger,
+        AfterNotNumber,
+        AfterTooLarge,
+    ] {
+        let m = e.message();
+        let cites = m.as_bytes().windows(5).any(|w| {
+            w[0].is_ascii_uppercase()
+                && w[1].is_ascii_uppercase()
+                && w[2] == b'-'
+                && w[3].is_ascii_digit()
+                && w[4].is_ascii_digit()
+        }) || m.contains("A-0");
+        assert!(!cites, "{m}");
+        assert!(m.starts_with("Invalid params: "), "{m}");
     }
 }

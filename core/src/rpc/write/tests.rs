@@ -251,7 +251,20 @@ fn every_control_character_and_the_two_specials_escape_like_serde_json() {
 
 #[test]
 fn numbers() {
-    for n in [0u64, 1, 9, 10, 99, 100, 12345, (1 << 53) - 1, u64::MAX] {
+    let around_32_bits = [u32::MAX as u64 - 1, u32::MAX as u64, 1 << 32, (1 << 32) + 9];
+    let fixed = [
+        0u64,
+        1,
+        9,
+        10,
+        99,
+        100,
+        12345,
+        (1 << 53) - 1,
+        u64::MAX,
+        u64::MAX - 9,
+    ];
+    for n in fixed.into_iter().chain(around_32_bits) {
         let mut c = Slice {
             buf: &mut [0u8; 32],
             pos: 0,
@@ -292,6 +305,18 @@ fn payload() -> impl Strategy<Value = String> {
 }
 
 proptest! {
+    #[test]
+    fn every_u64_is_written_like_format(n in any::<u64>()) {
+        let mut c = Slice {
+            buf: &mut [0u8; 32],
+            pos: 0,
+        };
+        unsigned(&mut c, n).unwrap();
+        let expected = std::format!("{n}");
+        prop_assert_eq!(&c.buf[..c.pos], expected.as_bytes());
+        prop_assert_eq!(div10(n), (n / 10, (n % 10) as u8));
+    }
+
     #[test]
     fn escaping_matches_serde_json(text in any::<String>()) {
         let mut buf = vec![0u8; text.len() * 6 + 2];

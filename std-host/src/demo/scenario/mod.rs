@@ -226,14 +226,14 @@ impl Demo {
         let client = self.spawn(&[])?;
         let info = client.server_info().clone();
         self.ui.line(&format!(
-            "server/discover: protocol {}, Tasks extension with eventStreams: {}",
+            "server/discover: protocol {}, event streams advertised: {}",
             info.protocol_version, info.event_streams
         ));
         self.report.check(
             &mut self.ui,
             1,
             "TS-02",
-            "server advertises eventStreams in its Tasks extension",
+            "server advertises task event streams",
             info.event_streams,
             format!(
                 "capabilities.extensions: {}",

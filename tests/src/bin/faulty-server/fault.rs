@@ -7,6 +7,8 @@ use std::collections::BTreeSet;
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub(crate) enum Fault {
     SkipSeq,
+    DropLiveEvent,
+    DropHistoryTail,
     Reorder,
     DropMeta,
     MetaMismatch,
@@ -47,11 +49,21 @@ pub(crate) enum Fault {
 }
 
 /// Every fault: its name on the command line and what it does.
-pub(crate) const FAULTS: [(&str, Fault, &str); 38] = [
+pub(crate) const FAULTS: [(&str, Fault, &str); 40] = [
     (
         "skip-seq",
         Fault::SkipSeq,
         "numbers events 0, 1, 3, 4, ...: seq 2 is never assigned",
+    ),
+    (
+        "drop-live-event",
+        Fault::DropLiveEvent,
+        "a stream following a task live leaves out seq 3 (replays still have it)",
+    ),
+    (
+        "drop-history-tail",
+        Fault::DropHistoryTail,
+        "the history of a task that a stream on this connection followed to its end leaves out its last two events",
     ),
     ("reorder", Fault::Reorder, "delivers seq 3 before seq 2"),
     (

@@ -1,7 +1,7 @@
 //! The server's state and every method it answers. One thread owns it all: requests, timers and
 //! stream delivery happen in one order, so what a client sees is deterministic.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::io::Write;
 use std::time::{Duration, Instant};
 
@@ -58,6 +58,8 @@ pub(crate) struct Server<W: Write> {
     legacy: bool,
     tasks: BTreeMap<String, Task>,
     streams: Vec<Stream>,
+    /// Tasks a stream followed live to their end (drop-history-tail).
+    followed: BTreeSet<String>,
     /// The task a `tools/call` is creating right now (push-unsolicited).
     creating: Option<String>,
     rng: u64,
@@ -71,6 +73,7 @@ impl<W: Write> Server<W> {
             legacy: false,
             tasks: BTreeMap::new(),
             streams: Vec::new(),
+            followed: BTreeSet::new(),
             creating: None,
             rng: seed | 1,
         }
@@ -245,7 +248,7 @@ impl<W: Write> Server<W> {
         json!({
             "resultType": "complete",
             "supportedVersions": [MODERN],
-            "capabilities": {"tools": {}, "extensions": {TASKS_EXTENSION: {"eventStreams": {}}}},
+            "capabilities": {"tools": {}, "extensions": {TASKS_EXTENSION: {}, "dev.taskstream/event-streams": {}}},
             "serverInfo": {"name": "faulty-server", "version": env!("CARGO_PKG_VERSION")},
             "ttlMs": 60000,
             "cacheScope": "public",

@@ -26,6 +26,10 @@ pub(super) struct Stream {
     /// empty-left-open: opened on a terminal task with nothing retained; answered, but kept
     /// active.
     pub(super) linger: bool,
+    /// drop-history-tail: events with a seq of at least this are never sent.
+    pub(super) cut: Option<u64>,
+    /// Delivered at least one event live.
+    pub(super) saw_live: bool,
     pub(super) closed: bool,
 }
 
@@ -97,13 +101,6 @@ impl<W: Write> Server<W> {
             e.data = Some(json!({"reason": "stream_active"}));
             return Err(e);
         }
-        if !self.has(Fault::NoStreamLimit)
-            && self.streams.iter().filter(active).count() >= self.opts.max_streams
-        {
-            let mut e = error(-32602, "Too many active streams");
-            e.data = Some(json!({"reason": "stream_limit"}));
-            return Err(e);
-        }
         let earliest = task.earliest();
         if let Some(after) = after {
             let limit = if self.has(Fault::GoneOffByOne) {
@@ -138,10 +135,25 @@ impl<W: Write> Server<W> {
             }
             Some(after) => after + 1,
         };
+        // The limit binds only a stream with something to send: one answered at once (RS-04,
+        // RS-06) needs no slot.
+        let answered_at_once = !running && task.first_from(next).is_none();
+        if !answered_at_once
+            && !self.has(Fault::NoStreamLimit)
+            && self.streams.iter().filter(active).count() >= self.opts.max_streams
+        {
+            let mut e = error(-32602, "Too many active streams");
+            e.data = Some(json!({"reason": "stream_limit"}));
+            return Err(e);
+        }
         let held = running && self.has(Fault::LiveBeforeReplay) && task.first_from(next).is_some();
         let empty = after.is_none() && !running && task.log.is_empty();
         let hang = empty && self.has(Fault::EmptyNoResult);
         let linger = empty && self.has(Fault::EmptyLeftOpen);
+        let cut =
+            (self.has(Fault::DropHistoryTail) && !running && self.followed.contains(&task_id))
+                .then(|| task.last_seq.map(|last| last.saturating_sub(1)))
+                .flatten();
         self.streams.push(Stream {
             request_id: id.clone(),
             task_id,
@@ -151,6 +163,8 @@ impl<W: Write> Server<W> {
             zombie: false,
             hang,
             linger,
+            cut,
+            saw_live: false,
             closed: false,
         });
         Ok(Some(self.streams.len() - 1))
@@ -206,8 +220,13 @@ impl<W: Write> Server<W> {
             next = live + 1;
             held = false;
         }
-        while let Some(record) = task.first_from(next) {
+        let cut = stream.cut.unwrap_or(u64::MAX);
+        while let Some(record) = task.first_from(next).filter(|r| r.seq < cut) {
             let seq = record.seq;
+            if self.has(Fault::DropLiveEvent) && seq == 3 && live == Some(3) {
+                next = seq + 1;
+                continue;
+            }
             if self.has(Fault::Reorder) && seq == 2 {
                 if task.get(3).is_some() {
                     out.push((3, live == Some(3)));
@@ -230,19 +249,25 @@ impl<W: Write> Server<W> {
             })
             .collect();
         let delivered = stream.delivered + notes.len();
-        let finished = terminal && task.first_from(next).is_none();
+        let saw_live = stream.saw_live || out.iter().any(|(_, is_live)| *is_live);
+        let finished = terminal && task.first_from(next).is_none_or(|r| r.seq >= cut);
         let close = finished && !stream.hang && !(self.has(Fault::NeverClose) && delivered > 0);
         // empty-left-open: the result goes out, but the stream stays active and never answers again.
         let linger = close && stream.linger;
         let request_id = stream.request_id.clone();
+        let task_id = stream.task_id.clone();
         for note in &notes {
             self.write(note);
         }
         if close {
             let result = self.stream_result();
             self.respond(&request_id, Ok(result));
+            if saw_live {
+                self.followed.insert(task_id);
+            }
         }
         if let Some(stream) = self.streams.get_mut(index) {
+            stream.saw_live = saw_live;
             stream.next = next;
             stream.held = held;
             stream.delivered = delivered;

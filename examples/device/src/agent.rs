@@ -1,0 +1,713 @@
+//! The MCP agent: what the device answers, in both eras, over one serial line.
+//!
+//! - `initialize` (2025-11-25: it selects the legacy era for as long as the device runs, and
+//!   starts a new session on the line: streams of the previous peer are dropped) and
+//!   `server/discover` (2026-07-28), `ping`;
+//! - `tools/list` with one tool, `sample {count, interval_ms?}`, which runs only as a task
+//!   (`execution.taskSupport: "required"`) and reads the board's SysTick counter `count` times,
+//!   `interval_ms` apart, one `dev.taskstream.sample` event per reading, between two
+//!   `dev.taskstream.task.status` events;
+//! - `tools/call` as a task (SEP-1686 `params.task` in the legacy era, the SEP-2663 extension
+//!   in the modern one), `tasks/get`, `tasks/cancel`;
+//! - `tasks/stream` (SEP-2694): replay from the task's ring, live delivery, `events_gone` when
+//!   the ring moved past the cursor, `notifications/cancelled` of a stream.
+//!
+//! Every decision about a stream is the core's (`resume::decide`, `StreamTable`); every stream
+//! message and error is written by the core's serialisers. Capacities: [`TASKS`] task slots,
+//! each with its own ring of [`RING_EVENTS`] events in [`RING_BYTES`] bytes, and [`STREAMS`]
+//! concurrent streams. A slot is free again [`TTL_MS`] after its task ended.
+
+use core::mem::MaybeUninit;
+
+use taskstream_core::resume::{decide, Lifecycle};
+use taskstream_core::rpc::{
+    self, Era, ErrorCode, EventNotification, Message, Notification, Request, RpcError,
+    MAX_METHOD_BYTES,
+};
+use taskstream_core::streams::{OpenError, Opened, Progress, Pump};
+use taskstream_core::{
+    json, EventRing, EventType, Millis, Payload, RequestId, RetentionPolicy, Seq, StreamTable,
+};
+
+use crate::out::Out;
+use crate::params::{self, Meta, MODERN, TASKS_EXTENSION};
+
+/// Task slots.
+pub(crate) const TASKS: usize = 3;
+/// Events each task's ring holds.
+pub(crate) const RING_EVENTS: usize = 32;
+/// Bytes of event types and payloads each ring holds (32 readings fit).
+pub(crate) const RING_BYTES: usize = 2048;
+/// Concurrent `tasks/stream` requests.
+pub(crate) const STREAMS: usize = 2;
+/// How long an ended task stays retrievable: its `ttl`.
+pub(crate) const TTL_MS: u64 = 60_000;
+/// The `pollInterval` suggested to clients.
+const POLL_MS: u64 = 100;
+/// The most readings one task may take, and the longest interval between two.
+const MAX_COUNT: u64 = 1_000_000;
+const MAX_INTERVAL_MS: u64 = 3_600_000;
+/// Stream frames written per main-loop turn, so that input is read between them.
+const FRAMES_PER_STEP: usize = 16;
+
+const SAMPLE_TYPE: &str = "dev.taskstream.sample";
+const STATUS_TYPE: &str = "dev.taskstream.task.status";
+const SERVER_INFO: &str = r#""serverInfo":{"name":"taskstream-device","version":"0.1.0"}"#;
+
+/// A whole number from the build environment, or `default` if unset or empty.
+const fn env_number(value: Option<&str>, default: u64) -> u64 {
+    let Some(text) = value else {
+        return default;
+    };
+    let bytes = text.as_bytes();
+    if bytes.is_empty() {
+        return default;
+    }
+    let mut n = 0u64;
+    let mut i = 0;
+    while i < bytes.len() {
+        assert!(bytes[i].is_ascii_digit(), "a whole number is needed");
+        n = n * 10 + (bytes[i] - b'0') as u64;
+        i += 1;
+    }
+    n
+}
+
+/// Retention, fixed when the image is built: `TASKSTREAM_DEVICE_MAX_EVENTS` (at most
+/// [`RING_EVENTS`]) and `TASKSTREAM_DEVICE_MAX_AGE_MS` (scripts/firmware's `--max-events` and
+/// `--max-age-ms`).
+const POLICY: RetentionPolicy = RetentionPolicy {
+    max_events: env_number(
+        option_env!("TASKSTREAM_DEVICE_MAX_EVENTS"),
+        RING_EVENTS as u64,
+    ) as u32,
+    max_bytes: RING_BYTES as u32,
+    max_event_age: Millis(env_number(
+        option_env!("TASKSTREAM_DEVICE_MAX_AGE_MS"),
+        86_400_000,
+    )),
+    terminal_retention: Millis(TTL_MS),
+    max_payload_bytes: 256,
+};
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Status {
+    Working,
+    Completed,
+    Cancelled,
+}
+
+impl Status {
+    const fn name(self) -> &'static str {
+        match self {
+            Status::Working => "working",
+            Status::Completed => "completed",
+            Status::Cancelled => "cancelled",
+        }
+    }
+}
+
+/// One task slot.
+struct Task {
+    used: bool,
+    /// Bumped each time the slot takes a new task, so a stream never outlives its task.
+    generation: u8,
+    /// 32 lowercase hex digits.
+    id: [u8; 32],
+    status: Status,
+    count: u64,
+    done: u64,
+    interval_ms: u64,
+    due: Millis,
+    created: Millis,
+    updated: Millis,
+    ring: EventRing<RING_EVENTS, RING_BYTES>,
+}
+
+impl Task {
+    fn id(&self) -> &str {
+        core::str::from_utf8(&self.id).unwrap_or_default()
+    }
+
+    fn lifecycle(&self) -> Lifecycle {
+        if self.status == Status::Working {
+            Lifecycle::Running
+        } else {
+            Lifecycle::Terminal
+        }
+    }
+}
+
+/// A task as the stream table knows it: its slot and the slot's generation.
+type Key = (u8, u8);
+
+/// Everything the agent keeps; one static, zero-initialised (`.bss`).
+pub(crate) struct Agent {
+    tasks: [Task; TASKS],
+    streams: StreamTable<Key, STREAMS>,
+    /// An `initialize` handshake selected the legacy era.
+    legacy: bool,
+    rng: [u64; 2],
+    out: Out,
+}
+
+static mut AGENT: MaybeUninit<Agent> = MaybeUninit::zeroed();
+
+impl Agent {
+    /// The agent, set up in its static. Call once.
+    pub(crate) fn take() -> &'static mut Agent {
+        // SAFETY: called once, before anything else uses AGENT. Every field of `Agent` is valid
+        // all-zero: bools false, integers 0, `Status::Working`, empty `heapless` collections,
+        // option tags; a ring is `reset` before its slot's first task uses it, and the stream
+        // table is replaced below.
+        #[allow(unsafe_code)]
+        let agent = unsafe { (*core::ptr::addr_of_mut!(AGENT)).assume_init_mut() };
+        agent.streams = StreamTable::new(STREAMS);
+        agent
+    }
+
+    /// Mixes a value read from the board into the task id generator.
+    pub(crate) fn seed(&mut self, value: u32) {
+        self.rng[0] ^= u64::from(value) | 0x9e37_79b9_7f4a_7c15;
+        self.rng[1] ^= u64::from(value).rotate_left(32) | 1;
+    }
+
+    fn random(&mut self) -> u64 {
+        // xorshift128+
+        let [mut s1, s0] = self.rng;
+        s1 ^= s1 << 23;
+        s1 ^= s1 >> 17;
+        s1 ^= s0 ^ (s0 >> 26);
+        self.rng = [s0, s1];
+        s0.wrapping_add(s1)
+    }
+
+    /// An over-long request line was dropped.
+    pub(crate) fn line_too_long(&mut self) {
+        self.error(None, &RpcError::MESSAGE_TOO_LONG);
+    }
+
+    /// Handles one request line.
+    pub(crate) fn handle_line(&mut self, line: &[u8], now: Millis) {
+        let mut scratch = [0u8; MAX_METHOD_BYTES];
+        match rpc::parse(line, &mut scratch) {
+            Ok(Message::Request(r)) => self.request(&r, now),
+            Ok(Message::Notification(n)) => self.notification(&n),
+            Ok(Message::Response(_)) => {}
+            Err(e) => {
+                if e.is_answered() {
+                    self.error(e.id(), &RpcError::from(&e));
+                }
+            }
+        }
+    }
+
+    fn notification(&mut self, n: &Notification<'_>) {
+        if n.method == rpc::method::CANCELLED {
+            if let Ok(id) = rpc::parse_cancelled_params(n.params.unwrap_or(b"{}")) {
+                self.streams.cancel(&id);
+            }
+        }
+    }
+
+    fn request(&mut self, r: &Request<'_>, now: Millis) {
+        let id = &r.id;
+        let params = r.params.unwrap_or(b"{}");
+        if r.method == "initialize" {
+            return self.initialize(id, params);
+        }
+        if r.method == "ping" {
+            let body = if self.legacy {
+                "{}"
+            } else {
+                r#"{"resultType":"complete"}"#
+            };
+            self.begin(id).s(body);
+            return self.end();
+        }
+        let tasks_declared = if self.legacy {
+            true
+        } else {
+            match params::meta(params) {
+                Meta::Valid { tasks } => tasks,
+                Meta::Missing(message) => {
+                    let e = RpcError::new(ErrorCode::InvalidParams).with_message(message);
+                    return self.error(Some(id), &e);
+                }
+                Meta::Version(requested) => return self.unsupported_version(id, requested),
+            }
+        };
+        let needs_tasks = matches!(r.method, "tasks/get" | "tasks/cancel" | "tasks/stream");
+        if needs_tasks && !tasks_declared {
+            return self.missing_tasks_capability(id);
+        }
+        match r.method {
+            "server/discover" => self.discover(id),
+            "tools/list" => self.tools_list(id),
+            "tools/call" => self.tools_call(id, params, tasks_declared, now),
+            "tasks/get" => self.tasks_get(id, params),
+            "tasks/cancel" => self.tasks_cancel(id, params, now),
+            "tasks/stream" => self.tasks_stream(id, params),
+            _ => self.error(Some(id), &RpcError::new(ErrorCode::MethodNotFound)),
+        }
+    }
+
+    fn initialize(&mut self, id: &RequestId, params: &[u8]) {
+        self.legacy = true;
+        // A handshake on the line is a new peer: the old one's streams are gone with it.
+        self.streams = StreamTable::new(STREAMS);
+        let version = if params::is_string(params, "protocolVersion", "2025-06-18") {
+            "2025-06-18"
+        } else {
+            "2025-11-25"
+        };
+        self.begin(id)
+            .s(r#"{"protocolVersion":""#)
+            .s(version)
+            .s(r#"","capabilities":{"tools":{},"tasks":{"cancel":{},"requests":{"tools":{"call":{}}},"eventStreams":{}}},"#)
+            .s(SERVER_INFO)
+            .s("}");
+        self.end();
+    }
+
+    fn discover(&mut self, id: &RequestId) {
+        self.begin(id)
+            .s(r#"{"resultType":"complete","supportedVersions":[""#)
+            .s(MODERN)
+            .s(r#""],"capabilities":{"tools":{},"extensions":{""#)
+            .s(TASKS_EXTENSION)
+            .s(r#"":{"eventStreams":{}}}},"#)
+            .s(SERVER_INFO)
+            .s(r#","ttlMs":60000,"cacheScope":"public"}"#);
+        self.end();
+    }
+
+    fn tools_list(&mut self, id: &RequestId) {
+        let legacy = self.legacy;
+        let out = self.begin(id);
+        out.s(r#"{"tools":[{"name":"sample","description":"Reads the board's SysTick counter count times, interval_ms apart, as a task: one dev.taskstream.sample event per reading.","inputSchema":{"type":"object","properties":{"count":{"type":"integer","minimum":0,"maximum":1000000},"interval_ms":{"type":"integer","minimum":0,"maximum":3600000}},"required":["count"]},"execution":{"taskSupport":"required"}}]"#);
+        if !legacy {
+            out.s(r#","ttlMs":60000,"cacheScope":"public","resultType":"complete""#);
+        }
+        out.s("}");
+        self.end();
+    }
+
+    fn tool_error(&mut self, id: &RequestId, text: &str) {
+        let legacy = self.legacy;
+        let out = self.begin(id);
+        out.s(r#"{"content":[{"type":"text","text":"#)
+            .string(text)
+            .s(r#"}],"isError":true"#);
+        if !legacy {
+            out.s(r#","resultType":"complete""#);
+        }
+        out.s("}");
+        self.end();
+    }
+
+    fn tools_call(&mut self, id: &RequestId, params: &[u8], declared: bool, now: Millis) {
+        if !params::is_string(params, "name", "sample") {
+            let e = RpcError::new(ErrorCode::InvalidParams)
+                .with_message("Invalid params: unknown tool");
+            return self.error(Some(id), &e);
+        }
+        let as_task = if self.legacy {
+            params::member(params, "task").is_some_and(|m| m.kind == json::Kind::Object)
+        } else {
+            declared
+        };
+        if !as_task {
+            if self.legacy {
+                let e = RpcError::new(ErrorCode::MethodNotFound)
+                    .with_message("Method not found: sample runs only as a task");
+                return self.error(Some(id), &e);
+            }
+            return self.missing_tasks_capability(id);
+        }
+        let args = params::member(params, "arguments")
+            .filter(|m| m.kind == json::Kind::Object)
+            .map_or(&b"{}"[..], |m| m.value);
+        let Some(count) = params::member(args, "count")
+            .and_then(|m| params::unsigned(&m))
+            .filter(|&n| n <= MAX_COUNT)
+        else {
+            return self.tool_error(id, "count must be an integer from 0 to 1000000");
+        };
+        let interval_ms = match params::member(args, "interval_ms") {
+            None => Some(0),
+            Some(m) if m.kind == json::Kind::Null => Some(0),
+            Some(m) => params::unsigned(&m).filter(|&n| n <= MAX_INTERVAL_MS),
+        };
+        let Some(interval_ms) = interval_ms else {
+            return self.tool_error(id, "interval_ms must be an integer from 0 to 3600000");
+        };
+        let Some(slot) = self.tasks.iter().position(|t| !t.used) else {
+            return self.tool_error(
+                id,
+                "all task slots are in use; a slot is free again 60 s after its task ended",
+            );
+        };
+        let (a, b) = (
+            self.random(),
+            self.random() ^ u64::from(crate::systick_value()),
+        );
+        let Some(task) = self.tasks.get_mut(slot) else {
+            return;
+        };
+        task.used = true;
+        task.generation = task.generation.wrapping_add(1);
+        for (i, d) in task.id.iter_mut().enumerate() {
+            let word = if i < 16 { a } else { b };
+            let nibble = (word >> ((i % 16) * 4)) & 0xf;
+            *d = b"0123456789abcdef"[nibble as usize];
+        }
+        task.status = Status::Working;
+        task.count = count;
+        task.done = 0;
+        task.interval_ms = interval_ms;
+        task.due = now.saturating_add(Millis(interval_ms));
+        task.created = now;
+        task.updated = now;
+        task.ring.reset(Seq::ZERO);
+        status_event(task, now);
+        if interval_ms == 0 || count == 0 {
+            while task.done < count {
+                sample(task, now);
+            }
+            finish(task, Status::Completed, now);
+        }
+        let legacy = self.legacy;
+        let out = begin(&mut self.out, id);
+        if legacy {
+            out.s(r#"{"task":{"#);
+            task_fields(out, &self.tasks[slot], legacy);
+            out.s("}}");
+        } else {
+            out.s("{");
+            task_fields(out, &self.tasks[slot], legacy);
+            out.s(r#","resultType":"task"}"#);
+        }
+        self.end();
+    }
+
+    /// The slot of the task `params.taskId` names, or the error answered.
+    fn find_task(&mut self, id: &RequestId, params: &[u8]) -> Option<usize> {
+        let raw = params::member(params, "taskId").and_then(|m| params::string_raw(&m));
+        let Some(raw) = raw else {
+            let e = RpcError::new(ErrorCode::InvalidParams)
+                .with_message("Invalid params: taskId must be a string");
+            self.error(Some(id), &e);
+            return None;
+        };
+        let found = self
+            .tasks
+            .iter()
+            .position(|t| t.used && json::unescaped_eq(raw, t.id()));
+        if found.is_none() {
+            self.error(Some(id), &RpcError::UNKNOWN_TASK);
+        }
+        found
+    }
+
+    fn tasks_get(&mut self, id: &RequestId, params: &[u8]) {
+        let Some(slot) = self.find_task(id, params) else {
+            return;
+        };
+        let legacy = self.legacy;
+        let task = &self.tasks[slot];
+        let out = begin(&mut self.out, id);
+        out.s("{");
+        task_fields(out, task, legacy);
+        if !legacy {
+            if task.status == Status::Completed {
+                out.s(r#","result":{"content":[{"type":"text","text":"sampled "#)
+                    .u64(task.done)
+                    .s(r#" readings"}],"isError":false}"#);
+            }
+            out.s(r#","resultType":"complete""#);
+        }
+        out.s("}");
+        self.end();
+    }
+
+    fn tasks_cancel(&mut self, id: &RequestId, params: &[u8], now: Millis) {
+        let Some(slot) = self.find_task(id, params) else {
+            return;
+        };
+        let legacy = self.legacy;
+        let task = &mut self.tasks[slot];
+        if task.status != Status::Working {
+            if legacy {
+                let e = RpcError::new(ErrorCode::InvalidParams)
+                    .with_message("Invalid params: the task is already terminal");
+                return self.error(Some(id), &e);
+            }
+        } else {
+            finish(task, Status::Cancelled, now);
+        }
+        let out = begin(&mut self.out, id);
+        if legacy {
+            out.s("{");
+            task_fields(out, &self.tasks[slot], legacy);
+            out.s("}");
+        } else {
+            out.s(r#"{"resultType":"complete"}"#);
+        }
+        self.end();
+    }
+
+    fn tasks_stream(&mut self, id: &RequestId, params: &[u8]) {
+        let p = match rpc::parse_stream_params(params) {
+            Ok(p) => p,
+            Err(e) => return self.error(Some(id), &RpcError::from(e)),
+        };
+        let Some(slot) = self
+            .tasks
+            .iter()
+            .position(|t| t.used && t.id() == p.task_id.as_str())
+        else {
+            return self.error(Some(id), &RpcError::UNKNOWN_TASK);
+        };
+        let task = &self.tasks[slot];
+        let key = (slot as u8, task.generation);
+        if let Err(e) = self.streams.check_open(key) {
+            return self.error(Some(id), &open_error(e));
+        }
+        let start = match decide(p.after, task.ring.retained(), task.lifecycle()) {
+            Ok(start) => start,
+            Err(e) => {
+                let e = RpcError::from_resume(e, task.id());
+                send_error(&mut self.out, Some(id), &e);
+                return;
+            }
+        };
+        match self.streams.open(id.clone(), key, start) {
+            Ok(Opened::Streaming) => {}
+            Ok(Opened::Complete) => self.stream_result(id),
+            Err(e) => self.error(Some(id), &open_error(e)),
+        }
+    }
+
+    fn stream_result(&mut self, id: &RequestId) {
+        let era = if self.legacy {
+            Era::Legacy
+        } else {
+            Era::Modern
+        };
+        if let Ok(n) = rpc::write_stream_result(id, era, self.out.buf_mut()) {
+            self.out.set_len(n);
+            send(&self.out);
+        }
+    }
+
+    /// One turn of the timers and the streams: due readings, retention, then up to
+    /// [`FRAMES_PER_STEP`] stream frames. Answers whether frames are left to write.
+    pub(crate) fn step(&mut self, now: Millis) -> bool {
+        for task in &mut self.tasks {
+            if !task.used {
+                continue;
+            }
+            while task.status == Status::Working && task.due <= now {
+                sample(task, now);
+                task.due = task.due.saturating_add(Millis(task.interval_ms));
+                if task.done >= task.count {
+                    finish(task, Status::Completed, now);
+                }
+            }
+            task.ring.expire(now, &POLICY);
+            if task.status != Status::Working && POLICY.is_task_expired(task.updated, now) {
+                task.used = false;
+            }
+        }
+        let era = if self.legacy {
+            Era::Legacy
+        } else {
+            Era::Modern
+        };
+        let tasks = &self.tasks;
+        for _ in 0..FRAMES_PER_STEP {
+            let step = self.streams.poll(|(slot, generation)| {
+                let t = tasks.get(usize::from(slot))?;
+                (t.used && t.generation == generation).then(|| Progress {
+                    retained: t.ring.retained(),
+                    lifecycle: t.lifecycle(),
+                })
+            });
+            let Some(step) = step else {
+                return false;
+            };
+            let written = match step {
+                Pump::Event {
+                    task: (slot, _),
+                    seq,
+                } => {
+                    let Some(task) = tasks.get(usize::from(slot)) else {
+                        continue;
+                    };
+                    let Some(ev) = task.ring.get(seq) else {
+                        continue;
+                    };
+                    let note = EventNotification {
+                        task_id: task.id(),
+                        seq,
+                        event_type: ev.event_type,
+                        payload: ev.payload,
+                    };
+                    rpc::write_event(&note, self.out.buf_mut())
+                }
+                Pump::Complete { id, .. } => rpc::write_stream_result(&id, era, self.out.buf_mut()),
+                Pump::Gone {
+                    id,
+                    task: (slot, _),
+                    earliest,
+                } => {
+                    let task_id = tasks.get(usize::from(slot)).map_or("", Task::id);
+                    let e = RpcError::events_gone(task_id, earliest);
+                    rpc::write_error(Some(&id), &e, self.out.buf_mut())
+                }
+            };
+            if let Ok(n) = written {
+                self.out.set_len(n);
+                send(&self.out);
+            }
+        }
+        true
+    }
+
+    fn unsupported_version(&mut self, id: &RequestId, requested: &[u8]) {
+        error_head(&mut self.out, id, ErrorCode::UnsupportedProtocolVersion)
+            .s(r#","data":{"supported":[""#)
+            .s(MODERN)
+            .s(r#""],"requested":"#)
+            .put(requested)
+            .s("}}}");
+        send(&self.out);
+    }
+
+    fn missing_tasks_capability(&mut self, id: &RequestId) {
+        error_head(
+            &mut self.out,
+            id,
+            ErrorCode::MissingRequiredClientCapability,
+        )
+        .s(r#","data":{"requiredCapabilities":{"extensions":{""#)
+        .s(TASKS_EXTENSION)
+        .s(r#"":{}}}}}}"#);
+        send(&self.out);
+    }
+
+    fn begin(&mut self, id: &RequestId) -> &mut Out {
+        begin(&mut self.out, id)
+    }
+
+    /// Closes the result begun by [`Agent::begin`] and sends it.
+    fn end(&mut self) {
+        self.out.s("}");
+        send(&self.out);
+    }
+
+    fn error(&mut self, id: Option<&RequestId>, e: &RpcError<'_>) {
+        send_error(&mut self.out, id, e);
+    }
+}
+
+fn begin<'o>(out: &'o mut Out, id: &RequestId) -> &'o mut Out {
+    out.clear();
+    out.s(r#"{"jsonrpc":"2.0","id":"#).id(id).s(r#","result":"#)
+}
+
+/// `{"jsonrpc":"2.0","id":…,"error":{"code":…,"message":…` of an error with data.
+fn error_head<'o>(out: &'o mut Out, id: &RequestId, code: ErrorCode) -> &'o mut Out {
+    out.clear();
+    out.s(r#"{"jsonrpc":"2.0","id":"#)
+        .id(id)
+        .s(r#","error":{"code":-"#)
+        .u64(u64::from(code.code().unsigned_abs()))
+        .s(r#","message":"#)
+        .string(code.message())
+}
+
+fn send_error(out: &mut Out, id: Option<&RequestId>, e: &RpcError<'_>) {
+    if let Ok(n) = rpc::write_error(id, e, out.buf_mut()) {
+        out.set_len(n);
+        send(out);
+    }
+}
+
+fn open_error(e: OpenError) -> RpcError<'static> {
+    match e {
+        OpenError::StreamActive => RpcError::STREAM_ACTIVE,
+        OpenError::StreamLimit => RpcError::STREAM_LIMIT,
+        OpenError::DuplicateId => RpcError::new(ErrorCode::InvalidRequest)
+            .with_message("Invalid Request: an active request already uses this id"),
+    }
+}
+
+/// Writes the message and its newline to the UART; a message that did not fit is replaced by
+/// an internal error, so that every request still gets one answer.
+fn send(out: &Out) {
+    match out.message() {
+        Some(message) => crate::uart_write(message),
+        None => crate::uart_write(
+            br#"{"jsonrpc":"2.0","id":null,"error":{"code":-32603,"message":"Internal error: answer too long"}}"#,
+        ),
+    }
+    crate::uart_write(b"\n");
+}
+
+/// The fields of a task (SEP-1686 names in the legacy era, SEP-2663 names in the modern one).
+fn task_fields(out: &mut Out, task: &Task, legacy: bool) {
+    out.s(r#""taskId":""#)
+        .s(task.id())
+        .s(r#"","status":""#)
+        .s(task.status.name())
+        .s(r#"","createdAt":"#)
+        .time(task.created.0)
+        .s(r#","lastUpdatedAt":"#)
+        .time(task.updated.0);
+    if legacy {
+        out.s(r#","ttl":"#).u64(TTL_MS).s(r#","pollInterval":"#);
+    } else {
+        out.s(r#","ttlMs":"#).u64(TTL_MS).s(r#","pollIntervalMs":"#);
+    }
+    out.u64(POLL_MS);
+}
+
+/// Appends an event to the task's ring. The payloads are the device's own and always fit.
+fn append(task: &mut Task, now: Millis, event_type: &str, payload: &[u8]) {
+    if let (Ok(ty), Ok(payload)) = (EventType::new(event_type), Payload::new(payload)) {
+        let _ = task.ring.append(now, ty, payload, &POLICY);
+    }
+}
+
+/// One reading of the board, as an event.
+fn sample(task: &mut Task, now: Millis) {
+    let mut out = Out::new();
+    out.s(r#"{"i":"#)
+        .u64(task.done)
+        .s(r#","reading":"#)
+        .u64(u64::from(crate::systick_value()))
+        .s(r#","uptime_ms":"#)
+        .u64(now.0)
+        .s("}");
+    if let Some(payload) = out.message() {
+        append(task, now, SAMPLE_TYPE, payload);
+    }
+    task.done += 1;
+}
+
+fn status_event(task: &mut Task, now: Millis) {
+    let mut out = Out::new();
+    out.s(r#"{"status":""#).s(task.status.name()).s(r#""}"#);
+    if let Some(payload) = out.message() {
+        append(task, now, STATUS_TYPE, payload);
+    }
+}
+
+/// Ends a task: its status, then the status event that closes its streams once delivered.
+fn finish(task: &mut Task, status: Status, now: Millis) {
+    task.status = status;
+    task.updated = now;
+    status_event(task, now);
+}

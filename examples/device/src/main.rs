@@ -1,0 +1,359 @@
+//! The firmware MCP agent: `taskstream-core` on a Cortex-M3 board, serving MCP with SEP-2694
+//! task event streams over the board's UART, as a stdio MCP server would over its pipes.
+//!
+//! The board is ARM's MPS2 with the AN385 image, as QEMU emulates it (`mps2-an385`): UART0 (a
+//! CMSDK APB UART) carries newline-delimited JSON-RPC, SysTick gives the time (1 ms ticks of
+//! the 25 MHz core clock). `scripts/firmware run` starts it with the UART on stdin/stdout.
+//!
+//! There is no heap: no allocator is linked, every buffer is a `static` of fixed size, and the
+//! event rings, the stream table, the line framer, the parser and the stream serialisers are
+//! the core's. This file is the board: start-up, the vector table, the two interrupt handlers
+//! (SysTick counts milliseconds; the UART's receive interrupt moves bytes into a FIFO) and the
+//! main loop. [`agent`] is the MCP agent, which knows nothing of the board.
+
+#![no_std]
+#![no_main]
+// The bench image runs a measurement instead of the agent, which it does not use.
+#![cfg_attr(feature = "bench", allow(dead_code, unused_imports))]
+
+mod agent;
+#[cfg(feature = "bench")]
+mod bench;
+mod out;
+mod params;
+
+use core::cell::UnsafeCell;
+use core::panic::PanicInfo;
+use core::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
+
+use taskstream_core::frame::{FeedResult, LineReader};
+use taskstream_core::Millis;
+
+/// The longest request line accepted; a longer one is answered -32600 and skipped.
+const LINE_BYTES: usize = 1024;
+/// Bytes the receive interrupt can hold before the main loop takes them.
+const RX_FIFO_BYTES: usize = 256;
+
+/// The CMSDK APB UART0 of the MPS2 board.
+mod uart {
+    pub(crate) const BASE: usize = 0x4000_4000;
+    pub(crate) const DATA: usize = BASE;
+    pub(crate) const STATE: usize = BASE + 0x04;
+    pub(crate) const CTRL: usize = BASE + 0x08;
+    pub(crate) const INTCLEAR: usize = BASE + 0x0c;
+    pub(crate) const BAUDDIV: usize = BASE + 0x10;
+    pub(crate) const STATE_TX_FULL: u32 = 1 << 0;
+    pub(crate) const STATE_RX_FULL: u32 = 1 << 1;
+    pub(crate) const CTRL_TX_EN: u32 = 1 << 0;
+    pub(crate) const CTRL_RX_EN: u32 = 1 << 1;
+    pub(crate) const CTRL_RX_INT_EN: u32 = 1 << 3;
+    pub(crate) const INT_RX: u32 = 1 << 1;
+    /// UART0's receive interrupt is IRQ 0 on the AN385.
+    pub(crate) const RX_IRQ: u32 = 0;
+}
+
+/// SysTick and the NVIC of the Cortex-M3.
+pub(crate) mod scs {
+    pub(crate) const SYST_CSR: usize = 0xE000_E010;
+    pub(crate) const SYST_RVR: usize = 0xE000_E014;
+    pub(crate) const SYST_CVR: usize = 0xE000_E018;
+    pub(crate) const NVIC_ISER0: usize = 0xE000_E100;
+    /// The core clock of the AN385: 25 MHz.
+    pub(crate) const CORE_HZ: u32 = 25_000_000;
+}
+
+fn read(addr: usize) -> u32 {
+    // SAFETY: `addr` is one of the memory-mapped registers named above, 4-byte aligned.
+    #[allow(unsafe_code)]
+    unsafe {
+        core::ptr::read_volatile(addr as *const u32)
+    }
+}
+
+fn write(addr: usize, value: u32) {
+    // SAFETY: as in `read`.
+    #[allow(unsafe_code)]
+    unsafe {
+        core::ptr::write_volatile(addr as *mut u32, value)
+    }
+}
+
+/// Milliseconds since boot, counted by the SysTick handler.
+static MILLIS: AtomicU32 = AtomicU32::new(0);
+/// The upper half of the millisecond count (it wraps after 49 days).
+static MILLIS_HIGH: AtomicU32 = AtomicU32::new(0);
+
+/// The board's clock: milliseconds since boot.
+pub(crate) fn now() -> Millis {
+    loop {
+        let high = MILLIS_HIGH.load(Ordering::Acquire);
+        let low = MILLIS.load(Ordering::Acquire);
+        if MILLIS_HIGH.load(Ordering::Acquire) == high {
+            return Millis((u64::from(high) << 32) | u64::from(low));
+        }
+    }
+}
+
+/// SysTick's current count: a reading of the board that changes with every core cycle, the
+/// "sensor" of the `sample` tool, and the seed of task ids.
+pub(crate) fn systick_value() -> u32 {
+    read(scs::SYST_CVR)
+}
+
+/// A single-producer (the receive interrupt), single-consumer (the main loop) byte FIFO.
+struct RxFifo {
+    buf: UnsafeCell<[u8; RX_FIFO_BYTES]>,
+    /// Bytes pushed, ever (wrapping); written only by the interrupt.
+    head: AtomicUsize,
+    /// Bytes taken, ever (wrapping); written only by the main loop.
+    tail: AtomicUsize,
+}
+
+// SAFETY: one producer writes only the slot at `head` before publishing it, one consumer reads
+// only slots below `head` before releasing them with `tail`; there is a single core.
+#[allow(unsafe_code)]
+unsafe impl Sync for RxFifo {}
+
+static RX: RxFifo = RxFifo {
+    buf: UnsafeCell::new([0; RX_FIFO_BYTES]),
+    head: AtomicUsize::new(0),
+    tail: AtomicUsize::new(0),
+};
+
+impl RxFifo {
+    /// In the interrupt: moves bytes from the UART while there is room. When the FIFO is full
+    /// the byte stays in the UART, which holds the line (QEMU stops feeding it): nothing is lost.
+    fn fill_from_uart(&self) -> bool {
+        let tail = self.tail.load(Ordering::Acquire);
+        let mut head = self.head.load(Ordering::Relaxed);
+        while read(uart::STATE) & uart::STATE_RX_FULL != 0 {
+            if head.wrapping_sub(tail) >= RX_FIFO_BYTES {
+                return false;
+            }
+            let byte = read(uart::DATA) as u8;
+            // SAFETY: the slot at `head` is not visible to the consumer until `head` moves.
+            #[allow(unsafe_code)]
+            unsafe {
+                (*self.buf.get())[head % RX_FIFO_BYTES] = byte;
+            }
+            head = head.wrapping_add(1);
+            self.head.store(head, Ordering::Release);
+        }
+        true
+    }
+
+    /// In the main loop: copies out what has arrived, at most `dst.len()` bytes.
+    fn take(&self, dst: &mut [u8]) -> usize {
+        let head = self.head.load(Ordering::Acquire);
+        let mut tail = self.tail.load(Ordering::Relaxed);
+        let mut n = 0;
+        while tail != head && n < dst.len() {
+            // SAFETY: slots below `head` were published by the producer and are not rewritten
+            // until `tail` passes them.
+            #[allow(unsafe_code)]
+            let byte = unsafe { (*self.buf.get())[tail % RX_FIFO_BYTES] };
+            if let Some(d) = dst.get_mut(n) {
+                *d = byte;
+            }
+            n += 1;
+            tail = tail.wrapping_add(1);
+        }
+        self.tail.store(tail, Ordering::Release);
+        n
+    }
+
+    fn is_empty(&self) -> bool {
+        self.head.load(Ordering::Acquire) == self.tail.load(Ordering::Acquire)
+    }
+}
+
+/// Writes bytes to UART0, waiting while its transmit buffer is full.
+pub(crate) fn uart_write(bytes: &[u8]) {
+    for &b in bytes {
+        while read(uart::STATE) & uart::STATE_TX_FULL != 0 {}
+        write(uart::DATA, u32::from(b));
+    }
+}
+
+fn enable_rx_interrupt() {
+    write(
+        uart::CTRL,
+        uart::CTRL_TX_EN | uart::CTRL_RX_EN | uart::CTRL_RX_INT_EN,
+    );
+}
+
+fn board_init() {
+    // QEMU's CMSDK UART receives only with a divider of at least 16.
+    write(uart::BAUDDIV, 16);
+    enable_rx_interrupt();
+    write(scs::NVIC_ISER0, 1 << uart::RX_IRQ);
+    write(scs::SYST_RVR, scs::CORE_HZ / 1000 - 1);
+    write(scs::SYST_CVR, 0);
+    // Core clock, interrupt on wrap, enabled.
+    write(scs::SYST_CSR, 0b111);
+}
+
+/// After the main loop took bytes: moves what waits in the UART into the FIFO (the interrupt
+/// may have stopped on a full FIFO, and the UART raises it only for a newly received byte),
+/// then lets the interrupt go on.
+fn refill() {
+    // SAFETY: interrupts are masked while this context is the FIFO's producer.
+    #[allow(unsafe_code)]
+    unsafe {
+        core::arch::asm!("cpsid i", options(nostack, preserves_flags));
+    }
+    if RX.fill_from_uart() {
+        enable_rx_interrupt();
+    }
+    // SAFETY: as above.
+    #[allow(unsafe_code)]
+    unsafe {
+        core::arch::asm!("cpsie i", options(nostack, preserves_flags));
+    }
+}
+
+/// Sleeps until an interrupt, unless input is already waiting (checked with interrupts
+/// masked, so a byte arriving in between still wakes the core).
+pub(crate) fn idle() {
+    // SAFETY: masking and unmasking interrupts and waiting for one touch no memory.
+    #[allow(unsafe_code)]
+    unsafe {
+        core::arch::asm!("cpsid i", options(nostack, preserves_flags));
+        if RX.is_empty() {
+            core::arch::asm!("wfi", options(nostack, preserves_flags));
+        }
+        core::arch::asm!("cpsie i", options(nostack, preserves_flags));
+    }
+}
+
+/// The request line buffer, lent to the core's line reader.
+static mut LINE: [u8; LINE_BYTES] = [0; LINE_BYTES];
+
+/// The main loop: input lines to the agent, then its timers, then its streams; sleep when idle.
+#[cfg(not(feature = "bench"))]
+fn run() -> ! {
+    // SAFETY: the only reference to LINE ever made, taken once before the loop.
+    #[allow(unsafe_code)]
+    let line_buf = unsafe { &mut *core::ptr::addr_of_mut!(LINE) };
+    let mut reader = LineReader::new(line_buf);
+    let agent = agent::Agent::take();
+    agent.seed(systick_value());
+    let mut chunk = [0u8; 64];
+    loop {
+        let n = RX.take(&mut chunk);
+        if n > 0 {
+            refill();
+        }
+        let mut input = chunk.get(..n).unwrap_or_default();
+        loop {
+            match reader.feed(input) {
+                FeedResult::Line { line, remaining } => {
+                    input = remaining;
+                    agent.handle_line(line, now());
+                }
+                FeedResult::TooLong { remaining, .. } => {
+                    input = remaining;
+                    agent.line_too_long();
+                }
+                FeedResult::NeedMore => break,
+            }
+        }
+        let busy = agent.step(now());
+        if n == 0 && !busy {
+            idle();
+        }
+    }
+}
+
+#[cfg(feature = "bench")]
+fn run() -> ! {
+    bench::run()
+}
+
+extern "C" {
+    static mut __sbss: u32;
+    static mut __ebss: u32;
+    static mut __sdata: u32;
+    static mut __edata: u32;
+    static __sidata: u32;
+}
+
+/// The reset handler: zeroes `.bss`, copies `.data`, starts the board and the main loop.
+#[no_mangle]
+pub extern "C" fn reset() -> ! {
+    // SAFETY: runs first, before any static is used; the linker script defines the symbols
+    // as word-aligned bounds of `.bss` and `.data` and of `.data`'s load image.
+    #[allow(unsafe_code)]
+    unsafe {
+        let mut p = core::ptr::addr_of_mut!(__sbss);
+        while p < core::ptr::addr_of_mut!(__ebss) {
+            core::ptr::write_volatile(p, 0);
+            p = p.add(1);
+        }
+        let mut d = core::ptr::addr_of_mut!(__sdata);
+        let mut s = core::ptr::addr_of!(__sidata);
+        while d < core::ptr::addr_of_mut!(__edata) {
+            core::ptr::write_volatile(d, core::ptr::read(s));
+            d = d.add(1);
+            s = s.add(1);
+        }
+    }
+    board_init();
+    run()
+}
+
+extern "C" fn systick() {
+    let low = MILLIS.load(Ordering::Relaxed).wrapping_add(1);
+    if low == 0 {
+        MILLIS_HIGH.fetch_add(1, Ordering::Release);
+    }
+    MILLIS.store(low, Ordering::Release);
+}
+
+extern "C" fn uart0_rx() {
+    write(uart::INTCLEAR, uart::INT_RX);
+    if !RX.fill_from_uart() {
+        // Full: stop the interrupt until the main loop has taken bytes.
+        write(uart::CTRL, uart::CTRL_TX_EN | uart::CTRL_RX_EN);
+    }
+}
+
+/// A fault or an unexpected interrupt: stop here (a debugger, or the test's timeout, sees it).
+extern "C" fn halt() {
+    loop {
+        core::hint::spin_loop();
+    }
+}
+
+/// The vector table's reset entry (the initial stack pointer is written by the linker script).
+#[link_section = ".vector_table.reset"]
+#[used]
+static RESET_VECTOR: extern "C" fn() -> ! = reset;
+
+/// Exceptions 2..=15, then IRQ 0 (UART0 receive).
+#[link_section = ".vector_table.exceptions"]
+#[used]
+static EXCEPTIONS: [Option<extern "C" fn()>; 15] = [
+    Some(halt), // NMI
+    Some(halt), // HardFault
+    Some(halt), // MemManage
+    Some(halt), // BusFault
+    Some(halt), // UsageFault
+    None,
+    None,
+    None,
+    None,
+    Some(halt), // SVCall
+    Some(halt), // DebugMonitor
+    None,
+    Some(halt), // PendSV
+    Some(systick),
+    Some(uart0_rx),
+];
+
+#[panic_handler]
+fn panic(_: &PanicInfo<'_>) -> ! {
+    loop {
+        core::hint::spin_loop();
+    }
+}

@@ -1,0 +1,170 @@
+//! The agent's one output buffer and a small JSON writer for the results the core does not
+//! write (the core writes the stream messages and the errors). A message that does not fit is
+//! cut short and reported, never sent half.
+
+use taskstream_core::RequestId;
+
+/// The largest message the agent writes.
+pub(crate) const OUT_BYTES: usize = 1024;
+
+/// A message being written.
+pub(crate) struct Out {
+    buf: [u8; OUT_BYTES],
+    len: usize,
+    overflow: bool,
+}
+
+impl Out {
+    pub(crate) const fn new() -> Out {
+        Out {
+            buf: [0; OUT_BYTES],
+            len: 0,
+            overflow: false,
+        }
+    }
+
+    pub(crate) fn clear(&mut self) {
+        self.len = 0;
+        self.overflow = false;
+    }
+
+    /// The whole buffer, for the core's writers; [`Out::set_len`] records what they wrote.
+    pub(crate) fn buf_mut(&mut self) -> &mut [u8] {
+        &mut self.buf
+    }
+
+    pub(crate) fn set_len(&mut self, len: usize) {
+        self.len = len.min(OUT_BYTES);
+        self.overflow = false;
+    }
+
+    /// The message, unless it did not fit.
+    pub(crate) fn message(&self) -> Option<&[u8]> {
+        if self.overflow {
+            None
+        } else {
+            self.buf.get(..self.len)
+        }
+    }
+
+    pub(crate) fn put(&mut self, bytes: &[u8]) -> &mut Out {
+        let end = self.len + bytes.len();
+        match self.buf.get_mut(self.len..end) {
+            Some(dst) => {
+                dst.copy_from_slice(bytes);
+                self.len = end;
+            }
+            None => self.overflow = true,
+        }
+        self
+    }
+
+    pub(crate) fn s(&mut self, text: &str) -> &mut Out {
+        self.put(text.as_bytes())
+    }
+
+    pub(crate) fn u64(&mut self, n: u64) -> &mut Out {
+        let mut digits = [0u8; 20];
+        let mut i = digits.len();
+        let mut n = n;
+        while i > 0 {
+            i -= 1;
+            let (q, r) = divmod(n, 10);
+            if let Some(d) = digits.get_mut(i) {
+                *d = b'0' + r as u8;
+            }
+            n = q;
+            if n == 0 {
+                break;
+            }
+        }
+        let (_, used) = digits.split_at(i);
+        self.put(used)
+    }
+
+    /// Two decimal digits, zero-padded.
+    pub(crate) fn two(&mut self, n: u32) -> &mut Out {
+        self.put(&[b'0' + (n / 10 % 10) as u8, b'0' + (n % 10) as u8])
+    }
+
+    /// `text` as a JSON string, quotes included.
+    pub(crate) fn string(&mut self, text: &str) -> &mut Out {
+        self.put(b"\"");
+        for &b in text.as_bytes() {
+            match b {
+                b'"' => self.put(b"\\\""),
+                b'\\' => self.put(b"\\\\"),
+                0..=0x1f => {
+                    const HEX: &[u8; 16] = b"0123456789abcdef";
+                    let hi = HEX.get(usize::from(b >> 4)).copied().unwrap_or(b'0');
+                    let lo = HEX.get(usize::from(b & 0xf)).copied().unwrap_or(b'0');
+                    self.put(&[b'\\', b'u', b'0', b'0', hi, lo])
+                }
+                _ => self.put(&[b]),
+            };
+        }
+        self.put(b"\"")
+    }
+
+    pub(crate) fn id(&mut self, id: &RequestId) -> &mut Out {
+        match id {
+            RequestId::Number(n) => {
+                if *n < 0 {
+                    self.put(b"-");
+                }
+                self.u64(n.unsigned_abs())
+            }
+            RequestId::String(s) => self.string(s),
+        }
+    }
+
+    /// Milliseconds since boot as an ISO-8601 UTC time counted from the Unix epoch (the board
+    /// has no real-time clock), e.g. `1970-01-01T00:00:12.345Z`.
+    pub(crate) fn time(&mut self, ms: u64) -> &mut Out {
+        let (secs, milli) = divmod(ms, 1000);
+        let (minutes, sec) = divmod(secs, 60);
+        let (hours, min) = divmod(minutes, 60);
+        let (days, hour) = divmod(hours, 24);
+        // Howard Hinnant's days-to-civil, for days >= 0 (in 32 bits: years up to 11 million).
+        let z = u32::try_from(days).unwrap_or(u32::MAX - 719_468) + 719_468;
+        let era = z / 146_097;
+        let doe = z % 146_097;
+        let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+        let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+        let mp = (5 * doy + 2) / 153;
+        let day = doy - (153 * mp + 2) / 5 + 1;
+        let month = if mp < 10 { mp + 3 } else { mp - 9 };
+        let year = yoe + era * 400 + u32::from(month <= 2);
+        self.put(b"\"")
+            .u64(year.into())
+            .put(b"-")
+            .two(month)
+            .put(b"-")
+            .two(day);
+        self.put(b"T")
+            .two(hour)
+            .put(b":")
+            .two(min)
+            .put(b":")
+            .two(sec)
+            .put(b".");
+        self.put(&[
+            b'0' + (milli / 100) as u8,
+            b'0' + (milli / 10 % 10) as u8,
+            b'0' + (milli % 10) as u8,
+        ])
+        .put(b"Z\"")
+    }
+}
+
+/// `(n / d, n % d)` for a divisor below 2^16, with 32-bit divisions only (a 64-bit one is a
+/// library routine of about 900 bytes on this core): divide the upper half, then the
+/// remainder joined to each 16-bit half of the lower one (every dividend is below `d·2^16`).
+pub(crate) const fn divmod(n: u64, d: u32) -> (u64, u32) {
+    let hi = (n >> 32) as u32;
+    let lo = n as u32;
+    let mid = (hi % d) << 16 | lo >> 16;
+    let low = (mid % d) << 16 | (lo & 0xffff);
+    let q = (((hi / d) as u64) << 32) | (((mid / d) << 16) | (low / d)) as u64;
+    (q, low % d)
+}
