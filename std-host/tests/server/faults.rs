@@ -650,3 +650,64 @@ fn a_lock_file_that_is_a_symlink_is_refused_and_nothing_is_created_through_it() 
         "a dangling LOCK symlink created a file outside"
     );
 }
+
+#[test]
+fn kills_during_recovery_checkpoints_and_shutdown_are_never_taken_for_damage() {
+    // The checks at open must not mistake what a crash leaves (a torn tail, an index ahead of
+    // its checkpoint, a checkpoint record one checkpoint behind) for damage: every start after
+    // a kill at any of these moments must serve.
+    let seed = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(7, |d| d.as_nanos() as u64)
+        | 1;
+    println!("seed {seed}");
+    let mut rng = crate::rng::Rng(seed);
+    let work = tempfile::tempdir().expect("tempdir");
+    let dir = work.path().join("d");
+    let mut tasks = Vec::new();
+    for round in 0..16 {
+        let mut s = Server::spawn(&["--data-dir", data_arg(&dir)]);
+        match round % 3 {
+            // During open: recovery, failing the running tasks, the open's checkpoint.
+            0 => std::thread::sleep(std::time::Duration::from_millis(rng.below(40))),
+            // During shutdown: the last checkpoint (and an index rebuild, once tasks expired).
+            1 => {
+                s.initialize("2025-11-25");
+                tasks.push(emit(&mut s, json!({"count": 200, "payload_bytes": 100})));
+                s.close_stdin();
+                std::thread::sleep(std::time::Duration::from_millis(rng.below(30)));
+            }
+            // While tasks append.
+            _ => {
+                s.initialize("2025-11-25");
+                tasks.push(emit(
+                    &mut s,
+                    json!({"count": 100_000, "interval_ms": 1, "payload_bytes": 100}),
+                ));
+                std::thread::sleep(std::time::Duration::from_millis(20 + rng.below(60)));
+            }
+        }
+        s.kill();
+        // The next start serves (a refusal would end it before it answers).
+        let mut s = serve(&dir);
+        s.ok("ping", json!({}));
+        s.kill();
+    }
+    let mut s = serve(&dir);
+    for t in &tasks {
+        let g = s.ok("tasks/get", json!({"taskId": t}));
+        let status = g["status"].as_str().expect("status");
+        assert!(
+            status == "completed" || status == "failed",
+            "seed {seed}: {g}"
+        );
+        let (events, end) = stream(&mut s, t, None);
+        assert_eq!(end["result"], json!({}), "seed {seed}: {end}");
+        let seqs: Vec<u64> = events.iter().filter_map(|e| e["seq"].as_u64()).collect();
+        assert_eq!(
+            seqs,
+            (0..seqs.len() as u64).collect::<Vec<_>>(),
+            "seed {seed}"
+        );
+    }
+}
