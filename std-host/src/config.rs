@@ -45,12 +45,27 @@ OPTIONS:
     --max-streams N            concurrent tasks/stream requests per connection [default: 16]
     --max-running-tasks N      tasks and plain tool calls running at once per connection
                                [default: 1024]
+    --max-total-running-tasks N
+                               tasks running at once in the whole server, over every
+                               connection [default: 16384]
     --max-failed-lookups-per-minute N
                                Tasks requests for unknown tasks or with bad cursors allowed per
                                minute before Tasks requests are refused for a while [default: 100]
     --principal NAME           identity bound to the tasks this connection creates
                                [default: $TASKSTREAM_PRINCIPAL, else local]
     --durability MODE          event | group | none [default: group]
+
+STREAMABLE HTTP (instead of stdio):
+    --http HOST:PORT           serve MCP Streamable HTTP at http://HOST:PORT/mcp (both eras);
+                               port 0 picks a free port; one stderr line tells
+                               `listening on http://HOST:PORT/mcp`. A non-loopback HOST needs
+                               --auth-token-file
+    --auth-token-file FILE     lines `TOKEN PRINCIPAL`: each request needs
+                               `Authorization: Bearer TOKEN` (401 otherwise) and acts as PRINCIPAL
+    --allowed-origin ORIGIN    another Origin (and its host as Host) to accept besides the bound
+                               address (repeatable); any other gets 403
+    --max-body-bytes N         largest request body [default: --max-message-bytes]
+    --max-sessions N           legacy (2025-11-25) sessions at once [default: 1024]
     -h, --help                 print this help
 ";
 
@@ -79,6 +94,25 @@ pub struct ServeConfig {
     pub principal: String,
     /// When appended events are durable (`--durability`).
     pub durability: Durability,
+    /// Tasks running at once in the whole process (`--max-total-running-tasks`).
+    pub max_total_running_tasks: usize,
+    /// Serve Streamable HTTP instead of stdio (`--http` and its options).
+    pub http: Option<HttpConfig>,
+}
+
+/// The options of `serve --http`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct HttpConfig {
+    /// `HOST:PORT` to bind (`--http`).
+    pub bind: String,
+    /// The bearer-token file (`--auth-token-file`).
+    pub auth_token_file: Option<PathBuf>,
+    /// Further accepted origins (`--allowed-origin`).
+    pub allowed_origins: Vec<String>,
+    /// The largest request body (`--max-body-bytes`).
+    pub max_body_bytes: usize,
+    /// Legacy sessions at once (`--max-sessions`).
+    pub max_sessions: usize,
 }
 
 impl ServeConfig {
@@ -95,6 +129,8 @@ impl ServeConfig {
             max_failed_lookups_per_minute: DEFAULT_MAX_FAILED_LOOKUPS_PER_MINUTE,
             principal: "local".to_owned(),
             durability: Durability::Group,
+            max_total_running_tasks: MAX_RUNNING_TASKS_CAPACITY,
+            http: None,
         }
     }
 }
@@ -105,7 +141,7 @@ pub enum ServeCommand {
     /// Print [`SERVE_HELP`] and exit successfully.
     Help,
     /// Serve with this configuration.
-    Run(ServeConfig),
+    Run(Box<ServeConfig>),
 }
 
 /// Why the command line was refused.
@@ -165,6 +201,11 @@ pub fn parse_serve(
     let mut data_dir: Option<PathBuf> = None;
     let mut in_memory = false;
     let mut principal: Option<String> = None;
+    let mut http: Option<HttpConfig> = None;
+    let mut auth_token_file = None;
+    let mut allowed_origins = Vec::new();
+    let mut max_body_bytes = None;
+    let mut max_sessions = 1024;
     let mut args = args.into_iter();
     while let Some(arg) = args.next() {
         let text = arg.to_string_lossy().into_owned();
@@ -229,6 +270,40 @@ pub fn parse_serve(
                 let n = number(flag, &value(flag)?, 1, 1_000_000)?;
                 config.max_failed_lookups_per_minute = u32::try_from(n).unwrap_or(1_000_000);
             }
+            "--max-total-running-tasks" => {
+                let flag = "--max-total-running-tasks";
+                let n = number(flag, &value(flag)?, 1, MAX_RUNNING_TASKS_CAPACITY as u64)?;
+                config.max_total_running_tasks =
+                    usize::try_from(n).unwrap_or(MAX_RUNNING_TASKS_CAPACITY);
+            }
+            "--http" => {
+                let flag = "--http";
+                let bind = non_empty(flag, &value(flag)?)?;
+                http = Some(HttpConfig {
+                    bind,
+                    auth_token_file: None,
+                    allowed_origins: Vec::new(),
+                    max_body_bytes: 0,
+                    max_sessions: 0,
+                });
+            }
+            "--auth-token-file" => {
+                auth_token_file = Some(PathBuf::from(value("--auth-token-file")?));
+            }
+            "--allowed-origin" => {
+                let flag = "--allowed-origin";
+                allowed_origins.push(non_empty(flag, &value(flag)?)?);
+            }
+            "--max-body-bytes" => {
+                let flag = "--max-body-bytes";
+                let n = number(flag, &value(flag)?, 64, 1 << 30)?;
+                max_body_bytes = Some(usize::try_from(n).unwrap_or(1 << 30));
+            }
+            "--max-sessions" => {
+                let flag = "--max-sessions";
+                let n = number(flag, &value(flag)?, 1, 1 << 20)?;
+                max_sessions = usize::try_from(n).unwrap_or(1 << 20);
+            }
             "--principal" => {
                 let flag = "--principal";
                 principal = Some(non_empty(flag, &value(flag)?)?);
@@ -259,13 +334,24 @@ pub fn parse_serve(
             _ => "local".to_owned(),
         },
     };
+    if let Some(mut h) = http {
+        h.auth_token_file = auth_token_file;
+        h.allowed_origins = allowed_origins;
+        h.max_body_bytes = max_body_bytes.unwrap_or(config.max_message_bytes);
+        h.max_sessions = max_sessions;
+        config.http = Some(h);
+    } else if auth_token_file.is_some() || !allowed_origins.is_empty() {
+        return Err(ConfigError::UnknownArgument(
+            "--auth-token-file and --allowed-origin need --http".into(),
+        ));
+    }
     config.data_dir = match (in_memory, data_dir) {
         (true, Some(_)) => return Err(ConfigError::Conflict),
         (true, None) => None,
         (false, Some(dir)) => Some(dir),
         (false, None) => Some(default_data_dir(&env)?),
     };
-    Ok(ServeCommand::Run(config))
+    Ok(ServeCommand::Run(Box::new(config)))
 }
 
 /// `$TASKSTREAM_DATA_DIR`, else `$XDG_DATA_HOME/taskstream`, else `~/.local/share/taskstream`
@@ -331,7 +417,7 @@ mod tests {
     #[track_caller]
     fn run(args: &[&str], env: &[(&str, &str)]) -> ServeConfig {
         match parse(args, env) {
-            Ok(ServeCommand::Run(c)) => c,
+            Ok(ServeCommand::Run(c)) => *c,
             other => panic!("{other:?}"),
         }
     }

@@ -14,7 +14,8 @@ USAGE:
     taskstream <COMMAND> [OPTIONS]
 
 COMMANDS:
-    serve        run the MCP server on stdin/stdout (see `taskstream serve --help`)
+    serve        run the MCP server on stdin/stdout, or Streamable HTTP with --http
+                 (see `taskstream serve --help`)
     demo         the reviewer's walk-through: stream, crash, resume, events_gone
                  (see `taskstream demo --help`)
     conformance  check any stdio MCP server command against SEP-2694:
@@ -97,7 +98,7 @@ fn serve(args: impl Iterator<Item = OsString>) -> ExitCode {
             print!("{}", config::SERVE_HELP);
             return ExitCode::SUCCESS;
         }
-        Ok(ServeCommand::Run(c)) => c,
+        Ok(ServeCommand::Run(c)) => *c,
         Err(e) => {
             eprintln!("taskstream serve: {e}\n\n{}", config::SERVE_HELP);
             return ExitCode::from(2);
@@ -110,6 +111,22 @@ fn serve(args: impl Iterator<Item = OsString>) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
+    if let Some(http) = config.http.clone() {
+        let process = match taskstream::server::Process::start(config, store) {
+            Ok(p) => p,
+            Err(e) => {
+                eprintln!("taskstream serve: starting a thread: {e}");
+                return ExitCode::FAILURE;
+            }
+        };
+        return match taskstream::server::serve_http(process, &http) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("taskstream serve: {e}");
+                ExitCode::FAILURE
+            }
+        };
+    }
     let stdout = Box::new(std::io::stdout());
     match taskstream::server::serve(config, store, std::io::stdin().lock(), stdout) {
         Ok(()) => ExitCode::SUCCESS,

@@ -30,6 +30,9 @@ pub enum ErrorCode {
     InternalError,
     /// -32010: `events_gone`, the cursor is older than the retained events (EG-01).
     EventsGone,
+    /// -32020: an HTTP header (`Mcp-Method`, `Mcp-Name`) disagrees with the body, or is
+    /// missing (2026-07-28 Streamable HTTP).
+    HeaderMismatch,
     /// -32021: the request needs a client capability it did not declare (DX-03).
     MissingRequiredClientCapability,
     /// -32022: the requested protocol version is not supported (MCP-DIGEST a.4).
@@ -38,13 +41,14 @@ pub enum ErrorCode {
 
 impl ErrorCode {
     /// Every code, for tests and tables.
-    pub const ALL: [ErrorCode; 8] = [
+    pub const ALL: [ErrorCode; 9] = [
         ErrorCode::ParseError,
         ErrorCode::InvalidRequest,
         ErrorCode::MethodNotFound,
         ErrorCode::InvalidParams,
         ErrorCode::InternalError,
         ErrorCode::EventsGone,
+        ErrorCode::HeaderMismatch,
         ErrorCode::MissingRequiredClientCapability,
         ErrorCode::UnsupportedProtocolVersion,
     ];
@@ -59,6 +63,7 @@ impl ErrorCode {
             ErrorCode::InvalidParams => -32602,
             ErrorCode::InternalError => -32603,
             ErrorCode::EventsGone => -32010,
+            ErrorCode::HeaderMismatch => -32020,
             ErrorCode::MissingRequiredClientCapability => -32021,
             ErrorCode::UnsupportedProtocolVersion => -32022,
         }
@@ -74,6 +79,7 @@ impl ErrorCode {
             ErrorCode::InvalidParams => "Invalid params",
             ErrorCode::InternalError => "Internal error",
             ErrorCode::EventsGone => "Task events are no longer available",
+            ErrorCode::HeaderMismatch => "Header mismatch",
             ErrorCode::MissingRequiredClientCapability => "Missing required client capability",
             ErrorCode::UnsupportedProtocolVersion => "Unsupported protocol version",
         }

@@ -58,7 +58,7 @@ fn storage_failed(shared: &Shared) {
             streams.cancel(&id);
             out.line(&e.line(Some(&id)));
         }
-        let waiters = std::mem::take(&mut shared.tasks.pending().waiters);
+        let waiters = std::mem::take(&mut shared.pending().waiters);
         for (_, id) in waiters {
             out.line(&e.line(Some(&id)));
         }
@@ -197,9 +197,9 @@ fn pump(shared: &Shared, buf: &mut Vec<u8>) -> bool {
 
 /// Sends what tasks that ended since the last round owe: `notifications/tasks/status` in a
 /// legacy session, and the answers of `tasks/result` requests waiting for them.
-fn announce(shared: &Shared) {
+pub(crate) fn announce(shared: &Shared) {
     let (finished, ready) = {
-        let mut pending = shared.tasks.pending();
+        let mut pending = shared.pending();
         if pending.finished.is_empty() {
             return;
         }

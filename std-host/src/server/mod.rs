@@ -33,9 +33,11 @@
 mod cancel;
 mod delivery;
 mod guard;
+mod http;
 mod io;
 mod lifecycle;
 mod plain;
+mod process;
 mod stream;
 mod tasks;
 mod tools;
@@ -45,21 +47,23 @@ use std::fmt;
 use std::io::{Read, Write};
 use std::ops::ControlFlow;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::thread::JoinHandle;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use serde_json::{json, Map, Value};
 use taskstream_core::rpc::{self, Message, Reason};
 use taskstream_core::RequestId;
 
-use crate::clock;
 use crate::config::ServeConfig;
 use crate::log::log;
 use crate::store::Store;
 use lifecycle::{Era, Session};
 use tasks::Codec;
 use wire::ServerError;
+
+pub use http::serve_http;
+pub use process::Process;
 
 /// Why the server stopped other than at the end of its input.
 #[derive(Debug)]
@@ -68,6 +72,8 @@ pub enum ServeError {
     Input(std::io::Error),
     /// A helper thread could not be started.
     Thread(std::io::Error),
+    /// `serve --http` could not start (address, token file, runtime).
+    Http(String),
 }
 
 impl fmt::Display for ServeError {
@@ -75,35 +81,78 @@ impl fmt::Display for ServeError {
         match self {
             ServeError::Input(e) => write!(f, "reading stdin: {e}"),
             ServeError::Thread(e) => write!(f, "starting a thread: {e}"),
+            ServeError::Http(m) => f.write_str(m),
         }
     }
 }
 
 impl std::error::Error for ServeError {}
 
-/// State shared by the reader, the delivery thread and the task threads.
+/// One connection's state, shared by its reader, its delivery (a thread on stdio; the HTTP
+/// adapter's tasks otherwise) and its plain calls. Everything process-wide (the store, tasks,
+/// the sweep) is behind [`Process`].
 pub(crate) struct Shared {
+    process: Arc<Process>,
+    /// The process's configuration with this connection's principal.
     config: ServeConfig,
     store: Arc<Store>,
     out: io::Output,
     server_info: Value,
     streams: Mutex<stream::Streams>,
-    tasks: tasks::Registry,
     plain: plain::InFlight,
+    /// Transitions not yet announced, and `tasks/result` requests waiting.
+    pending: Mutex<tasks::Pending>,
     /// Whether `initialize` selected the legacy era (read by the delivery thread).
     legacy: AtomicBool,
-    /// The failed-lookup allowance (SE-07).
-    failures: Mutex<guard::FailedLookups>,
+    /// The failed-lookup allowance (SE-07): this connection's, or its principal's on HTTP.
+    failures: Arc<Mutex<guard::FailedLookups>>,
     shutdown: AtomicBool,
+    /// Whether a delivery thread serves this connection (else ended tasks are announced at
+    /// once, from the thread that ended them).
+    threaded: bool,
     /// Whether the process exits once storage failed and the clients were told (`serve`).
     exit_on_storage_failure: AtomicBool,
-    /// Wakes the sweep thread at shutdown.
-    shutdown_signal: (Mutex<bool>, Condvar),
 }
 
 impl Shared {
+    /// A connection of `process` acting as `principal`, writing to `output`.
+    pub(crate) fn new(
+        process: &Arc<Process>,
+        principal: &str,
+        output: Box<dyn Write + Send>,
+        failures: Option<Arc<Mutex<guard::FailedLookups>>>,
+        threaded: bool,
+        max_streams: usize,
+    ) -> Shared {
+        let mut config = process.config.clone();
+        config.principal = principal.to_owned();
+        Shared {
+            process: Arc::clone(process),
+            streams: Mutex::new(stream::Streams::new(max_streams)),
+            failures: failures.unwrap_or_else(|| {
+                Arc::new(Mutex::new(guard::FailedLookups::new(
+                    config.max_failed_lookups_per_minute,
+                )))
+            }),
+            store: Arc::clone(&process.store),
+            server_info: process.server_info.clone(),
+            config,
+            out: io::Output::new(output),
+            plain: plain::InFlight::default(),
+            pending: Mutex::new(tasks::Pending::default()),
+            legacy: AtomicBool::new(false),
+            shutdown: AtomicBool::new(false),
+            threaded,
+            exit_on_storage_failure: AtomicBool::new(false),
+        }
+    }
+
     fn streams(&self) -> MutexGuard<'_, stream::Streams> {
         self.streams.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    pub(crate) fn pending(&self) -> MutexGuard<'_, tasks::Pending> {
+        self.pending.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
     fn limits(&self) -> tools::Limits {
@@ -120,6 +169,28 @@ impl Shared {
         };
         self.out.send(&line);
     }
+
+    /// Task `key` of `principal` ended: queue what this connection owes for it.
+    pub(crate) fn task_finished(&self, key: u128, principal: &str) {
+        if principal != self.config.principal || self.shutdown.load(Ordering::Relaxed) {
+            return;
+        }
+        self.pending().finished.push(key);
+        if self.threaded {
+            self.store.changes().notify();
+        } else {
+            delivery::announce(self);
+        }
+    }
+
+    /// Ends the connection's own work: its plain calls stop, waiting answers are dropped.
+    /// Tasks are the process's and run on.
+    pub(crate) fn close(&self) {
+        self.shutdown.store(true, Ordering::Relaxed);
+        self.plain.stop_all();
+        self.pending().waiters.clear();
+        self.store.changes().notify();
+    }
 }
 
 /// Serves one connection: reads `input` until its end, writes to `output`, with tasks and
@@ -128,7 +199,8 @@ impl Shared {
 ///
 /// This is the stdio loop of `taskstream serve` (with stdin and stdout); it frames lines with
 /// the core's `LineReader` (at most `--max-message-bytes` each) and hands each to a
-/// [`Connection`].
+/// [`Connection`]. The process serves only this connection, so the end of the input ends the
+/// process's tasks too (they end `failed` at the next start).
 ///
 /// # Errors
 /// [`ServeError`] if stdin fails or a helper thread cannot start.
@@ -169,6 +241,9 @@ pub fn serve(
 /// `notifications/cancelled` (no answer, DX-04) and those still open when the connection is
 /// closed (streams, plain calls, `tasks/result` waiting for a running task).
 ///
+/// [`start`](Self::start) gives the connection a [`Process`] of its own (stdio: one process,
+/// one connection); [`attach`](Self::attach) joins an existing one.
+///
 /// ```no_run
 /// use std::sync::Arc;
 /// use taskstream::config::ServeConfig;
@@ -194,12 +269,14 @@ pub struct Connection {
     shared: Arc<Shared>,
     session: Session,
     delivery: Option<JoinHandle<()>>,
-    sweep: Option<JoinHandle<()>>,
+    /// The process, when this connection owns it (and so stops it when closed).
+    owned: Option<Arc<Process>>,
 }
 
 impl Connection {
-    /// Starts a connection: its delivery and retention threads run until [`close`](Self::close)
-    /// (or drop).
+    /// Starts a connection with a process of its own: its delivery thread and the process's
+    /// retention sweep run until [`close`](Self::close) (or drop), which also stops the
+    /// process's tasks.
     ///
     /// # Errors
     /// [`ServeError::Thread`] if a helper thread cannot start.
@@ -208,22 +285,32 @@ impl Connection {
         store: Arc<Store>,
         output: Box<dyn Write + Send>,
     ) -> Result<Connection, ServeError> {
-        let shared = Arc::new(Shared {
-            streams: Mutex::new(stream::Streams::new(config.max_streams)),
-            failures: Mutex::new(guard::FailedLookups::new(
-                config.max_failed_lookups_per_minute,
-            )),
-            config,
-            store,
-            out: io::Output::new(output),
-            server_info: lifecycle::server_info(),
-            tasks: tasks::Registry::default(),
-            plain: plain::InFlight::default(),
-            legacy: AtomicBool::new(false),
-            shutdown: AtomicBool::new(false),
-            exit_on_storage_failure: AtomicBool::new(false),
-            shutdown_signal: (Mutex::new(false), Condvar::new()),
-        });
+        let process = Process::start(config, store).map_err(ServeError::Thread)?;
+        let principal = process.config.principal.clone();
+        let mut conn = Connection::attach(&process, &principal, output)?;
+        conn.owned = Some(process);
+        Ok(conn)
+    }
+
+    /// Starts a connection of `process` acting as `principal`, with its own delivery thread.
+    /// Closing it ends only its own streams and calls; the tasks are the process's.
+    ///
+    /// # Errors
+    /// [`ServeError::Thread`] if the delivery thread cannot start.
+    pub fn attach(
+        process: &Arc<Process>,
+        principal: &str,
+        output: Box<dyn Write + Send>,
+    ) -> Result<Connection, ServeError> {
+        let shared = Arc::new(Shared::new(
+            process,
+            principal,
+            output,
+            None,
+            true,
+            process.config.max_streams,
+        ));
+        process.register(&shared);
         let delivery = std::thread::Builder::new()
             .name("delivery".into())
             .spawn({
@@ -231,30 +318,21 @@ impl Connection {
                 move || delivery::run(&shared)
             })
             .map_err(ServeError::Thread)?;
-        let mut conn = Connection {
-            shared,
-            session: Session::default(),
-            delivery: Some(delivery),
-            sweep: None,
-        };
-        let sweep = std::thread::Builder::new()
-            .name("sweep".into())
-            .spawn({
-                let shared = Arc::clone(&conn.shared);
-                move || sweep(&shared)
-            })
-            .map_err(ServeError::Thread)?;
-        conn.sweep = Some(sweep);
         log!(
             Info,
             "serving on stdio (principal {:?}, {})",
-            conn.shared.config.principal,
-            match &conn.shared.config.data_dir {
+            shared.config.principal,
+            match &shared.config.data_dir {
                 Some(d) => format!("data dir {}", d.display()),
                 None => "in memory".to_owned(),
             }
         );
-        Ok(conn)
+        Ok(Connection {
+            shared,
+            session: Session::default(),
+            delivery: Some(delivery),
+            owned: None,
+        })
     }
 
     /// Handles one incoming message: `line` is one line of input without its newline. A line
@@ -279,25 +357,23 @@ impl Connection {
         self.shared.out.is_broken()
     }
 
-    /// Ends the connection (the input ended): stops its running tasks (they end as they would
-    /// at a crash: failed after a restart) and plain calls, lets the delivery thread finish
-    /// its batch, flushes the output and waits for the helper threads. Open streams and
-    /// waiting `tasks/result` requests are not answered: nobody is left to read them.
+    /// Ends the connection (the input ended): stops its plain calls, lets the delivery thread
+    /// finish its batch, flushes the output and waits for it. When the connection owns its
+    /// process, the process's running tasks stop too (they end as they would at a crash:
+    /// failed after a restart). Open streams and waiting `tasks/result` requests are not
+    /// answered: nobody is left to read them.
     pub fn close(mut self) {
         self.shut_down();
     }
 
     fn shut_down(&mut self) {
         let shared = &self.shared;
-        shared.shutdown.store(true, Ordering::Relaxed);
-        shared.tasks.stop_all();
-        shared.plain.stop_all();
-        shared.store.changes().notify();
-        {
-            let (lock, cond) = &shared.shutdown_signal;
-            *lock.lock().unwrap_or_else(PoisonError::into_inner) = true;
-            cond.notify_all();
+        shared.close();
+        if let Some(process) = &self.owned {
+            // Stop the tasks' threads first, so the delivery thread has nothing left to wait for.
+            process.shut_down();
         }
+        shared.store.changes().notify();
         // The delivery thread finishes its batch and stops; a batch stuck on a reader that no
         // longer reads is not waited for.
         if let Some(delivery) = self.delivery.take() {
@@ -305,39 +381,16 @@ impl Connection {
                 let _ = delivery.join();
             }
         }
-        if let Some(sweep) = self.sweep.take() {
-            let _ = sweep.join();
-        }
-        shared.tasks.join_all();
         shared.out.batch();
+        self.owned = None;
     }
 }
 
 impl Drop for Connection {
     fn drop(&mut self) {
-        if self.delivery.is_some() || self.sweep.is_some() {
+        if self.delivery.is_some() || self.owned.is_some() {
             self.shut_down();
         }
-    }
-}
-
-fn sweep(shared: &Shared) {
-    let (lock, cond) = &shared.shutdown_signal;
-    let mut stopped = lock.lock().unwrap_or_else(PoisonError::into_inner);
-    loop {
-        stopped = cond
-            .wait_timeout_while(stopped, Duration::from_secs(1), |s| !*s)
-            .unwrap_or_else(PoisonError::into_inner)
-            .0;
-        if *stopped {
-            return;
-        }
-        drop(stopped);
-        let removed = shared.store.sweep(clock::now());
-        if removed > 0 {
-            log!(Debug, "retention removed {removed} tasks");
-        }
-        stopped = lock.lock().unwrap_or_else(PoisonError::into_inner);
     }
 }
 
@@ -380,12 +433,14 @@ impl Shared {
     /// (TS-08, DX-04) and its task goes on; a plain call stops; a waiting `tasks/result` is
     /// dropped. Unknown ids are ignored (MCP-DIGEST a.6).
     fn cancel_request(&self, id: &RequestId) {
-        if self.streams().cancel(id) {
+        if let Some(task) = self.streams().cancel(id) {
             log!(Debug, "stream {id} cancelled");
+            // A stream delivered without the delivery thread (HTTP) sees it when woken.
+            self.process.wake(task);
             return;
         }
         if !self.plain.cancel(id) {
-            self.tasks.cancel_waiter(id);
+            self.pending().cancel_waiter(id);
         }
     }
 
@@ -454,7 +509,7 @@ impl Shared {
         params: &Map<String, Value>,
     ) -> Result<Option<Value>, ServerError> {
         let codec = || Codec::for_method(era, method);
-        let answer = match method {
+        self.guarded(|| match method {
             "tasks/get" => codec().and_then(|c| self.tasks_get(c, params)).map(Some),
             "tasks/cancel" => codec().and_then(|c| self.tasks_cancel(c, params)).map(Some),
             "tasks/update" if era != Era::Legacy => {
@@ -470,8 +525,14 @@ impl Shared {
                 .and_then(|()| self.open_stream(id, era, raw))
                 .map(|()| None),
             other => Err(ServerError::MethodNotFound(other.to_owned())),
-        };
-        match answer {
+        })
+    }
+
+    /// Runs a task lookup under the failed-lookup allowance (SE-07): a miss spends it; while
+    /// it is spent, a miss is answered `too_many_failures` instead of its own error and costs
+    /// nothing, and a request that finds one of the principal's own tasks is served as ever.
+    fn guarded<T>(&self, look: impl FnOnce() -> Result<T, ServerError>) -> Result<T, ServerError> {
+        match look() {
             Err(e) if e.is_failed_lookup() => {
                 let now = Instant::now();
                 let mut failures = self.failures();
@@ -505,7 +566,7 @@ impl Shared {
     fn refuse_id_in_use(&self, id: &RequestId) -> Result<(), ServerError> {
         let in_use = self.plain.contains(id)
             || self.streams().uses_id(id)
-            || self.tasks.pending().waiters.iter().any(|(_, w)| w == id);
+            || self.pending().waiters.iter().any(|(_, w)| w == id);
         if in_use {
             Err(ServerError::InvalidRequest(
                 "an active request already uses this id",
@@ -515,13 +576,22 @@ impl Shared {
         }
     }
 
-    /// Refuses new work when the connection runs `--max-running-tasks` tasks and plain calls.
+    /// Refuses new work when this principal runs `--max-running-tasks` tasks and this
+    /// connection's plain calls, or the process runs `--max-total-running-tasks`.
     fn refuse_over_running_limit(&self) -> Result<(), ServerError> {
-        if self.tasks.running() + self.plain.len() >= self.config.max_running_tasks {
+        let (mine, all) = self.process.running(&self.config.principal);
+        let plain = self.plain.len();
+        if mine + plain >= self.config.max_running_tasks {
             Err(ServerError::Limit {
                 reason: Reason::TaskLimit,
                 what: "too many tasks and tool calls running on this connection \
                        (--max-running-tasks); retry when one has ended",
+            })
+        } else if all + plain >= self.config.max_total_running_tasks {
+            Err(ServerError::Limit {
+                reason: Reason::TaskLimit,
+                what: "too many tasks running in this server (--max-total-running-tasks); \
+                       retry when one has ended",
             })
         } else {
             Ok(())

@@ -12,11 +12,11 @@
 //! handled no frame of that stream is written (DX-04), and a stream is removed from the table
 //! before its final result is written (a client that reopens on reading it is never refused).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 
 use taskstream_core::rpc;
-use taskstream_core::streams::{OpenError, Opened};
-use taskstream_core::{resume, RequestId, StreamTable};
+use taskstream_core::streams::{OpenError, Opened, Progress, Pump};
+use taskstream_core::{resume, RequestId, Seq, StreamTable};
 
 use super::lifecycle::Era;
 use super::tasks::{lifecycle, Codec};
@@ -24,11 +24,38 @@ use super::wire::{self, ServerError};
 use super::Shared;
 use crate::config::MAX_STREAMS_CAPACITY;
 use crate::log::log;
+use crate::store::{RawEvent, Store};
+
+/// The core's table of a connection, allocated on its first change: a connection that never
+/// opens a stream (most HTTP requests) costs no table.
+pub(crate) struct LazyTable {
+    limit: usize,
+    table: Option<Box<StreamTable<u128, MAX_STREAMS_CAPACITY>>>,
+}
+
+/// What an unallocated table reads as: empty, so every check on it passes as on any empty
+/// table with a limit of at least one.
+static EMPTY: StreamTable<u128, MAX_STREAMS_CAPACITY> = StreamTable::new(MAX_STREAMS_CAPACITY);
+
+impl std::ops::Deref for LazyTable {
+    type Target = StreamTable<u128, MAX_STREAMS_CAPACITY>;
+    fn deref(&self) -> &Self::Target {
+        self.table.as_deref().unwrap_or(&EMPTY)
+    }
+}
+
+impl std::ops::DerefMut for LazyTable {
+    fn deref_mut(&mut self) -> &mut Self::Target {
+        let limit = self.limit;
+        self.table
+            .get_or_insert_with(|| Box::new(StreamTable::new(limit)))
+    }
+}
 
 /// The active streams of the connection.
 pub(crate) struct Streams {
     /// The core's table, keyed by task id as a `u128`.
-    pub(crate) table: Box<StreamTable<u128, MAX_STREAMS_CAPACITY>>,
+    pub(crate) table: LazyTable,
     /// What the host needs to write each stream's frames.
     pub(crate) meta: HashMap<u128, StreamMeta>,
 }
@@ -47,21 +74,20 @@ impl Streams {
     /// An empty set admitting `limit` streams.
     pub(crate) fn new(limit: usize) -> Streams {
         Streams {
-            table: Box::new(StreamTable::new(limit)),
+            table: LazyTable {
+                limit: limit.max(1),
+                table: None,
+            },
             meta: HashMap::new(),
         }
     }
 
     /// Cancels the stream of request `id` (TS-08): no further frame, no response (DX-04). The
-    /// task is untouched. Returns whether there was one.
-    pub(crate) fn cancel(&mut self, id: &RequestId) -> bool {
-        match self.table.cancel(id) {
-            Some(task) => {
-                self.meta.remove(&task);
-                true
-            }
-            None => false,
-        }
+    /// task is untouched. Returns its task, if there was one.
+    pub(crate) fn cancel(&mut self, id: &RequestId) -> Option<u128> {
+        let task = self.table.table.as_mut()?.cancel(id)?;
+        self.meta.remove(&task);
+        Some(task)
     }
 }
 
@@ -129,6 +155,186 @@ impl Shared {
             }
         }
         Ok(())
+    }
+}
+
+/// One `tasks/stream` delivered outside the connection's delivery thread (an HTTP response):
+/// its own one-entry stream table, pumped by [`poll`](Self::poll) on a blocking thread each
+/// time its task's wake-up fires. The rules are the core's, as on stdio: where it starts is
+/// [`resume::decide`], what comes next is [`StreamTable::poll`].
+pub(crate) struct Detached {
+    table: StreamTable<u128, 1>,
+    /// The task, as a key and as sent.
+    pub(crate) key: u128,
+    pub(crate) task_id: String,
+    /// The `tasks/stream` request.
+    pub(crate) id: RequestId,
+    era: rpc::Era,
+}
+
+/// What a [`Detached`] stream writes next.
+pub(crate) enum Frame {
+    /// A `notifications/tasks/event` line for event `seq`.
+    Event {
+        /// The event's seq.
+        seq: Seq,
+        /// The JSON-RPC notification.
+        line: Vec<u8>,
+    },
+    /// The stream's last message: its response (the empty result, or `events_gone`).
+    End(Vec<u8>),
+}
+
+/// How a detached `tasks/stream` begins.
+pub(crate) enum DetachedStart {
+    /// Nothing to send and nothing will come: this is the whole answer (RS-04, RS-06).
+    Complete(Vec<u8>),
+    /// Events follow.
+    Streaming(Box<Detached>),
+}
+
+impl Detached {
+    /// Up to `max` frames, in order; empty while the stream waits for live events. After an
+    /// [`Frame::End`] the stream is over and polls return nothing.
+    pub(crate) fn poll(&mut self, store: &Store, max: usize) -> Vec<Frame> {
+        let mut frames = Vec::new();
+        let progress = store.task(&self.task_id).map(|v| Progress {
+            retained: v.retained,
+            lifecycle: lifecycle(&v),
+        });
+        let mut ahead: VecDeque<RawEvent> = VecDeque::new();
+        let mut buf = Vec::new();
+        while frames.len() < max {
+            let Some(step) = self.table.poll(|_| progress) else {
+                break;
+            };
+            match step {
+                Pump::Event { seq, .. } => {
+                    while ahead.front().is_some_and(|e| e.seq() < seq) {
+                        ahead.pop_front();
+                    }
+                    if ahead.front().is_none_or(|e| e.seq() != seq) {
+                        ahead.clear();
+                        let want = max - frames.len();
+                        if let Err(e) =
+                            store.read_raw_from(&self.task_id, seq, want, |e| ahead.push_back(e))
+                        {
+                            log!(Warn, "reading events of task {}: {e}", self.task_id);
+                        }
+                    }
+                    if let Some(ev) = ahead.pop_front().filter(|e| e.seq() == seq) {
+                        let line = wire::event_line(
+                            &mut buf,
+                            &self.task_id,
+                            seq,
+                            ev.event_type(),
+                            ev.payload(),
+                        )
+                        .to_vec();
+                        frames.push(Frame::Event { seq, line });
+                        continue;
+                    }
+                    // Retention dropped it between the snapshot and the read: events_gone
+                    // (RS-07), never a skip.
+                    self.table.cancel(&self.id);
+                    let earliest = store
+                        .task(&self.task_id)
+                        .map_or(seq, |v| v.retained.earliest().max(seq));
+                    let e = ServerError::EventsGone {
+                        task_id: self.task_id.clone(),
+                        earliest,
+                    };
+                    frames.push(Frame::End(e.line(Some(&self.id))));
+                    break;
+                }
+                Pump::Complete { id, .. } => {
+                    frames.push(Frame::End(wire::stream_result_line(&id, self.era)));
+                    break;
+                }
+                Pump::Gone { id, earliest, .. } => {
+                    let e = ServerError::EventsGone {
+                        task_id: self.task_id.clone(),
+                        earliest,
+                    };
+                    frames.push(Frame::End(e.line(Some(&id))));
+                    break;
+                }
+            }
+        }
+        frames
+    }
+}
+
+impl Shared {
+    /// Opens `tasks/stream` request `id` as a [`Detached`] stream, under the failed-lookup
+    /// allowance. The connection's table admits it (one stream per task, the stream limit)
+    /// and, when `held` (a connection that outlives the request), keeps it until
+    /// [`release_detached`](Self::release_detached).
+    ///
+    /// # Errors
+    /// The refusal, for the caller to answer with `id`.
+    pub(crate) fn open_detached(
+        &self,
+        id: &RequestId,
+        era: Era,
+        raw: &[u8],
+        held: bool,
+    ) -> Result<DetachedStart, ServerError> {
+        self.guarded(|| {
+            if self.plain.contains(id) || self.pending().waiters.iter().any(|(_, w)| w == id) {
+                return Err(ServerError::InvalidRequest(
+                    "an active request already uses this id",
+                ));
+            }
+            let codec = Codec::for_method(era, "tasks/stream")?;
+            let params = rpc::parse_stream_params(raw).map_err(|e| ServerError::Core(e.into()))?;
+            let task_id = params.task_id.as_str();
+            let mut streams = self.streams();
+            let (key, view) = self
+                .visible_task(task_id)
+                .ok_or(ServerError::UNKNOWN_TASK)?;
+            streams.table.check_open(key).map_err(open_error)?;
+            let start = resume::decide(params.after, view.retained, lifecycle(&view))
+                .map_err(|e| ServerError::from_resume(e, task_id))?;
+            let era = match codec {
+                Codec::Legacy => rpc::Era::Legacy,
+                Codec::Modern => rpc::Era::Modern,
+            };
+            let mut table = StreamTable::new(1);
+            match table.open(id.clone(), key, start).map_err(open_error)? {
+                Opened::Complete => Ok(DetachedStart::Complete(wire::stream_result_line(id, era))),
+                Opened::Streaming => {
+                    if held {
+                        streams
+                            .table
+                            .open(id.clone(), key, start)
+                            .map_err(open_error)?;
+                    }
+                    Ok(DetachedStart::Streaming(Box::new(Detached {
+                        table,
+                        key,
+                        task_id: task_id.to_owned(),
+                        id: id.clone(),
+                        era,
+                    })))
+                }
+            }
+        })
+        .inspect_err(|e| log!(Debug, "tasks/stream {id} refused: {:?}", e.code()))
+    }
+
+    /// Whether the connection still holds the detached stream of request `id` (a
+    /// `notifications/cancelled` ends the hold, TS-08).
+    pub(crate) fn holds_detached(&self, id: &RequestId) -> bool {
+        self.streams().table.cursor(id).is_some()
+    }
+
+    /// Ends the connection's hold of the detached stream of request `id` (it ended, or its
+    /// HTTP response was closed: the task runs on).
+    pub(crate) fn release_detached(&self, id: &RequestId) {
+        if let Some(table) = self.streams().table.table.as_mut() {
+            table.cancel(id);
+        }
     }
 }
 

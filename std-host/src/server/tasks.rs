@@ -17,23 +17,19 @@
 //! Each task runs on its own thread; it only appends to the store and never writes to stdout,
 //! so a slow reader never holds a task back.
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
-use std::thread::JoinHandle;
-use std::time::Instant;
+use std::sync::Arc;
 
 use serde_json::{json, Map, Value};
 use taskstream_core::rpc::Reason;
 use taskstream_core::{Lifecycle, RequestId};
 
-use super::cancel::CancelToken;
 use super::lifecycle::Era;
 use super::wire::{self, ServerError};
 use super::Shared;
 use crate::clock;
 use crate::log::log;
 use crate::store::{AppendError, TaskRecord, TaskStatus, TaskView};
-use crate::workloads::{text_result, Outcome, Sink, Stop, Workload};
+use crate::workloads::Workload;
 
 /// The `_meta` key of the retained-range summary on `tasks/get`.
 pub(crate) const EVENTS_META: &str = "dev.taskstream/events";
@@ -41,8 +37,6 @@ pub(crate) const EVENTS_META: &str = "dev.taskstream/events";
 const POLL_INTERVAL_MS: u64 = 1000;
 /// Page size of `tasks/list`.
 const LIST_PAGE: usize = 50;
-/// Stack of a task thread: workloads are shallow.
-const TASK_STACK_BYTES: usize = 256 * 1024;
 
 /// Which Tasks codec answers a request.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -71,71 +65,22 @@ impl Codec {
     }
 }
 
-/// The tasks this connection runs, and the answers waiting for a task to end.
-#[derive(Default)]
-pub(crate) struct Registry {
-    /// Cancellation of each running task's thread.
-    runners: Mutex<HashMap<u128, Arc<CancelToken>>>,
-    /// The task threads not yet joined (finished ones are pruned as new ones start).
-    threads: Mutex<Vec<JoinHandle<()>>>,
-    /// Transitions not yet announced, and `tasks/result` requests waiting.
-    pending: Mutex<Pending>,
-}
-
-/// What the delivery thread has to answer once tasks end.
+/// What a connection has to answer once tasks end.
 #[derive(Default)]
 pub(crate) struct Pending {
-    /// Tasks that reached a terminal status since the delivery thread last looked.
+    /// Tasks of this connection's principal that reached a terminal status since the
+    /// connection last looked.
     pub(crate) finished: Vec<u128>,
     /// `tasks/result` requests (legacy) waiting for their task.
     pub(crate) waiters: Vec<(u128, RequestId)>,
 }
 
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(PoisonError::into_inner)
-}
-
-impl Registry {
-    /// Locks the pending answers.
-    pub(crate) fn pending(&self) -> MutexGuard<'_, Pending> {
-        lock(&self.pending)
-    }
-
+impl Pending {
     /// Drops a waiting `tasks/result` (its request was cancelled); whether one was found.
-    pub(crate) fn cancel_waiter(&self, id: &RequestId) -> bool {
-        let mut p = self.pending();
-        let before = p.waiters.len();
-        p.waiters.retain(|(_, w)| w != id);
-        p.waiters.len() != before
-    }
-
-    /// How many tasks of this connection are running.
-    pub(crate) fn running(&self) -> usize {
-        lock(&self.runners).len()
-    }
-
-    /// Stops every running task's thread (at shutdown).
-    pub(crate) fn stop_all(&self) {
-        for token in lock(&self.runners).values() {
-            token.cancel();
-        }
-    }
-
-    /// Waits for every task thread to end (after [`stop_all`](Self::stop_all): a stopped
-    /// task ends at its next event or wait; task threads never write the output, so this
-    /// cannot wait on the client).
-    pub(crate) fn join_all(&self) {
-        let threads = std::mem::take(&mut *lock(&self.threads));
-        for t in threads {
-            // A panicked task thread has nothing left to clean up.
-            let _ = t.join();
-        }
-    }
-
-    fn keep_thread(&self, handle: JoinHandle<()>) {
-        let mut threads = lock(&self.threads);
-        threads.retain(|t| !t.is_finished());
-        threads.push(handle);
+    pub(crate) fn cancel_waiter(&mut self, id: &RequestId) -> bool {
+        let before = self.waiters.len();
+        self.waiters.retain(|(_, w)| w != id);
+        self.waiters.len() != before
     }
 }
 
@@ -227,8 +172,7 @@ impl Shared {
             Ok(v) => v,
             Err(e) => return self.reply(id, era, Err(e)),
         };
-        let token = Arc::new(CancelToken::default());
-        lock(&self.tasks.runners).insert(key, Arc::clone(&token));
+        let token = self.process.add_runner(key, &self.config.principal);
         let result = match codec {
             Codec::Legacy => json!({ "task": task_json(&view, codec) }),
             Codec::Modern => {
@@ -241,117 +185,14 @@ impl Shared {
         };
         self.reply(id, era, Ok(result));
         log!(Info, "task {} created ({tool})", view.record.task_id);
-        let shared = Arc::clone(self);
-        let task_id = view.record.task_id;
-        let spawned = std::thread::Builder::new()
-            .name(format!("task-{}", &task_id[..8.min(task_id.len())]))
-            .stack_size(TASK_STACK_BYTES)
-            .spawn({
-                let task_id = task_id.clone();
-                let token = Arc::clone(&token);
-                move || shared.run_task(key, &task_id, &workload, &token, codec)
-            });
-        match spawned {
-            Ok(handle) => self.tasks.keep_thread(handle),
-            Err(e) => {
-                log!(Error, "task {task_id}: cannot start a thread: {e}");
-                self.end_task(
-                    key,
-                    &task_id,
-                    Err(Stop::Refused(
-                        "cannot start: the server could not start the task (its log says why)"
-                            .into(),
-                    )),
-                    codec,
-                );
-            }
-        }
-    }
-
-    fn run_task(
-        &self,
-        key: u128,
-        task_id: &str,
-        workload: &Workload,
-        token: &CancelToken,
-        codec: Codec,
-    ) {
-        let mut sink = TaskSink {
-            shared: self,
-            task_id,
+        self.process.spawn_task(
+            key,
+            view.record.task_id,
+            self.config.principal.clone(),
+            workload,
             token,
-        };
-        let outcome = workload.run(&mut sink);
-        self.end_task(key, task_id, outcome, codec);
-    }
-
-    /// Stores a task's end (unless it was cancelled) and queues its announcement.
-    ///
-    /// A tool-level failure (a result with `isError: true`) ends a SEP-1686 (legacy) task as
-    /// `failed`, but a SEP-2663 (modern) task as `completed` with that result: the extension
-    /// reserves `failed` for protocol errors (MCP-DIGEST b.3). Each task's status, its terminal
-    /// status event and `tasks/get` agree either way (RL-01).
-    fn end_task(&self, key: u128, task_id: &str, outcome: Result<Outcome, Stop>, codec: Codec) {
-        let now = clock::now();
-        let finished = match outcome {
-            Ok(Outcome::Failed { message, result }) if codec == Codec::Modern => self.store.finish(
-                task_id,
-                TaskStatus::Completed,
-                Some(message),
-                Some(result),
-                None,
-                now,
-            ),
-            Ok(Outcome::Completed(result)) => self.store.finish(
-                task_id,
-                TaskStatus::Completed,
-                None,
-                Some(result),
-                None,
-                now,
-            ),
-            Ok(Outcome::Failed { message, result }) => self.fail(task_id, message, result),
-            Err(Stop::Refused(message)) => {
-                let result = text_result(&message, true);
-                self.fail(task_id, message, result)
-            }
-            Err(Stop::Cancelled) => Err(AppendError::Terminal),
-        };
-        lock(&self.tasks.runners).remove(&key);
-        match finished {
-            Ok(_) => {
-                if let Some(v) = self.store.task(task_id) {
-                    log!(Info, "task {task_id} {}", v.record.status.as_str());
-                }
-                self.announce(key);
-            }
-            Err(AppendError::Terminal | AppendError::UnknownTask) => {}
-            Err(e) => log!(Error, "task {task_id}: cannot store its end: {e:?}"),
-        }
-    }
-
-    fn fail(
-        &self,
-        task_id: &str,
-        message: String,
-        result: Value,
-    ) -> Result<taskstream_core::Seq, AppendError> {
-        let error = ServerError::Internal(message.clone()).to_json();
-        self.store.finish(
-            task_id,
-            TaskStatus::Failed,
-            Some(message),
-            Some(result),
-            Some(error),
-            clock::now(),
-        )
-    }
-
-    /// Queues a terminal transition for the delivery thread (status notification, waiting
-    /// `tasks/result` answers) and wakes it.
-    fn announce(&self, key: u128) {
-        self.tasks.pending().finished.push(key);
-        self.store.changes().notify();
+            codec,
+        );
     }
 
     /// `tasks/get`.
@@ -402,9 +243,7 @@ impl Shared {
         let ended = if view.record.status.is_terminal() {
             false
         } else {
-            if let Some(token) = lock(&self.tasks.runners).get(&key) {
-                token.cancel();
-            }
+            self.process.stop_runner(key);
             let error = ServerError::Internal("the task was cancelled".into()).to_json();
             match self.store.finish(
                 &task_id,
@@ -430,7 +269,7 @@ impl Shared {
         };
         if ended {
             log!(Info, "task {task_id} cancelled");
-            self.announce(key);
+            self.process.announce(key, &self.config.principal);
         }
         match codec {
             Codec::Modern => Ok(json!({})),
@@ -489,7 +328,7 @@ impl Shared {
         id: &RequestId,
         params: &Map<String, Value>,
     ) -> Result<(), ServerError> {
-        let mut pending = self.tasks.pending();
+        let mut pending = self.pending();
         let (key, view) = self.task_param(params)?;
         if !view.record.status.is_terminal() {
             if pending.waiters.len() >= self.config.max_running_tasks {
@@ -601,7 +440,7 @@ pub(crate) fn lifecycle(view: &TaskView) -> Lifecycle {
 /// Why the store refused a write, as a client reads it (an error message, a failed task's
 /// status message): written for the client, nothing of the host. A storage failure's details
 /// (paths, the operating system's error) go to the log, never here.
-fn refusal(e: &AppendError) -> String {
+pub(crate) fn refusal(e: &AppendError) -> String {
     match e {
         AppendError::UnknownTask => "the task no longer exists".into(),
         AppendError::Terminal => "the task has already ended".into(),
@@ -621,56 +460,12 @@ fn refusal(e: &AppendError) -> String {
     }
 }
 
-fn store_full(limit: u64) -> String {
+/// Why a store that reached its budget refused something, for the client.
+pub(crate) fn store_full(limit: u64) -> String {
     format!(
         "the server's retained events already take its storage budget of {limit} bytes \
          (--max-store-bytes); retention frees it as tasks expire"
     )
-}
-
-/// A task's sink: appends each event to the store (durable before it returns).
-struct TaskSink<'a> {
-    shared: &'a Shared,
-    task_id: &'a str,
-    token: &'a CancelToken,
-}
-
-impl Sink for TaskSink<'_> {
-    fn emit(&mut self, event_type: &str, payload: &[u8]) -> Result<(), Stop> {
-        if self.token.is_cancelled() {
-            return Err(Stop::Cancelled);
-        }
-        match self
-            .shared
-            .store
-            .append(self.task_id, event_type, payload, clock::now())
-        {
-            Ok(_) => Ok(()),
-            Err(AppendError::Terminal | AppendError::UnknownTask) => Err(Stop::Cancelled),
-            Err(e @ AppendError::PayloadTooLarge { .. }) => Err(Stop::Refused(refusal(&e))),
-            Err(e) => {
-                if matches!(e, AppendError::Storage(_)) {
-                    log!(
-                        Error,
-                        "task {}: cannot record an event: {e:?}",
-                        self.task_id
-                    );
-                }
-                Err(Stop::Refused(format!(
-                    "cannot record an event: {}",
-                    refusal(&e)
-                )))
-            }
-        }
-    }
-
-    fn wait_until(&mut self, deadline: Instant) -> Result<(), Stop> {
-        if self.token.wait_until(deadline) {
-            Err(Stop::Cancelled)
-        } else {
-            Ok(())
-        }
-    }
 }
 
 #[cfg(test)]

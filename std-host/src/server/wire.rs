@@ -53,6 +53,8 @@ pub(crate) enum ServerError {
     },
     /// Something failed inside the server.
     Internal(String),
+    /// An HTTP header disagrees with the body or is missing (2026-07-28 Streamable HTTP).
+    HeaderMismatch(String),
     /// A `tasks/list` cursor this server did not hand out.
     InvalidCursor,
     /// Tasks requests are refused for a while: too many lookups failed (SE-07).
@@ -119,6 +121,7 @@ impl ServerError {
             ServerError::MissingTasksExtension => ErrorCode::MissingRequiredClientCapability,
             ServerError::UnsupportedVersion { .. } => ErrorCode::UnsupportedProtocolVersion,
             ServerError::Internal(_) => ErrorCode::InternalError,
+            ServerError::HeaderMismatch(_) => ErrorCode::HeaderMismatch,
         }
     }
 
@@ -164,7 +167,9 @@ impl ServerError {
                 code.message().to_owned(),
                 Some(json!({ "supported": [MODERN_VERSION], "requested": requested })),
             ),
-            ServerError::Internal(m) => (format!("{}: {m}", code.message()), None),
+            ServerError::Internal(m) | ServerError::HeaderMismatch(m) => {
+                (format!("{}: {m}", code.message()), None)
+            }
             ServerError::InvalidCursor => (format!("{}: invalid cursor", code.message()), None),
             ServerError::TooManyFailures { retry_after_ms } => (
                 format!(

@@ -21,6 +21,8 @@ fn codes_and_standard_messages() {
             -32010,
             "Task events are no longer available",
         ),
+        // 2026-07-28 Streamable HTTP
+        (ErrorCode::HeaderMismatch, -32020, "Header mismatch"),
         // DX-03
         (
             ErrorCode::MissingRequiredClientCapability,

@@ -1,0 +1,270 @@
+//! The scale run of `serve --http` (issue "one long-lived server, many connections"): one
+//! server process with `TASKS` live tasks and `STREAMS` concurrent SSE streams on them; prints
+//! the server's resident memory and thread count before, with the tasks, and at the peak with
+//! the streams, the time to create the tasks, and whether every stream was gap-free.
+//!
+//! `http_scale [--tasks N] [--streams M] [--bin PATH]` (defaults 10000, 1000, the release
+//! binary next to this one). Loopback only. Memory is read from `/proc/PID/status`.
+
+use std::io::{BufRead, BufReader};
+use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use futures_util::StreamExt;
+use serde_json::{json, Value};
+
+const EVENTS: u64 = 20;
+const INTERVAL_MS: u64 = 500;
+
+fn status_field(pid: u32, field: &str) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with(field))
+                .and_then(|l| l.split_whitespace().nth(1))
+                .and_then(|v| v.parse().ok())
+        })
+        .unwrap_or(0)
+}
+
+fn meta() -> Value {
+    json!({
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": {
+            "extensions": { "io.modelcontextprotocol/tasks": {} }
+        }
+    })
+}
+
+fn request(
+    c: &reqwest::Client,
+    url: &str,
+    id: u64,
+    method: &str,
+    mut params: Value,
+) -> reqwest::RequestBuilder {
+    let name = params
+        .get("name")
+        .or_else(|| params.get("taskId"))
+        .and_then(Value::as_str)
+        .map(str::to_owned);
+    params["_meta"] = meta();
+    let mut r = c
+        .post(url)
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream")
+        .header("mcp-method", method);
+    if let Some(n) = name {
+        r = r.header("mcp-name", n);
+    }
+    r.body(json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}).to_string())
+}
+
+/// Reads one SSE `tasks/stream` response to its end: the seqs, and whether a response came.
+async fn read_stream(r: reqwest::Response) -> (Vec<u64>, bool) {
+    let mut body = r.bytes_stream();
+    let mut buf = Vec::new();
+    let mut seqs = Vec::new();
+    while let Some(Ok(chunk)) = body.next().await {
+        buf.extend_from_slice(&chunk);
+        while let Some(end) = buf.windows(2).position(|w| w == b"\n\n") {
+            let block: Vec<u8> = buf.drain(..end + 2).collect();
+            let text = String::from_utf8_lossy(&block);
+            for line in text.lines() {
+                let Some(data) = line.strip_prefix("data: ") else {
+                    continue;
+                };
+                let Ok(v) = serde_json::from_str::<Value>(data) else {
+                    continue;
+                };
+                if v.get("method").is_some() {
+                    seqs.push(v["params"]["seq"].as_u64().unwrap_or(u64::MAX));
+                } else {
+                    return (seqs, v.get("result").is_some());
+                }
+            }
+        }
+    }
+    (seqs, false)
+}
+
+#[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+async fn main() {
+    let mut tasks_n: u64 = 10_000;
+    let mut streams_n: u64 = 1_000;
+    let mut bin = std::env::current_exe()
+        .ok()
+        .and_then(|p| p.parent().map(|d| d.join("taskstream")))
+        .unwrap_or_default();
+    let mut args = std::env::args().skip(1);
+    while let Some(a) = args.next() {
+        match a.as_str() {
+            "--tasks" => tasks_n = args.next().and_then(|v| v.parse().ok()).unwrap_or(tasks_n),
+            "--streams" => {
+                streams_n = args
+                    .next()
+                    .and_then(|v| v.parse().ok())
+                    .unwrap_or(streams_n)
+            }
+            "--bin" => bin = args.next().map(Into::into).unwrap_or(bin),
+            other => {
+                eprintln!("http_scale: unknown argument {other:?}");
+                std::process::exit(2);
+            }
+        }
+    }
+    let cap = (tasks_n + 16).to_string();
+    let mut child = Command::new(&bin)
+        .args([
+            "serve",
+            "--in-memory",
+            "--durability",
+            "none",
+            "--http",
+            "127.0.0.1:0",
+        ])
+        .args([
+            "--max-streams",
+            "2048",
+            "--max-running-tasks",
+            &cap,
+            "--max-total-running-tasks",
+            &cap,
+        ])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("starting {}: {e}", bin.display()));
+    let pid = child.id();
+    let stderr = child.stderr.take().unwrap_or_else(|| panic!("no stderr"));
+    let (tx, rx) = std::sync::mpsc::channel();
+    // Reads the listening line, then drains the log so the server never blocks on it.
+    std::thread::spawn(move || {
+        let mut tx = Some(tx);
+        for line in BufReader::new(stderr).lines() {
+            let Ok(line) = line else { break };
+            if let Some(rest) = line.split("listening on ").nth(1) {
+                if let Some(tx) = tx.take() {
+                    let _ = tx.send(rest.trim().to_owned());
+                }
+            }
+        }
+    });
+    let url = rx
+        .recv_timeout(Duration::from_secs(20))
+        .unwrap_or_else(|_| panic!("no listening line in 20 s"));
+    let c = reqwest::Client::builder()
+        .pool_max_idle_per_host(64)
+        .build()
+        .unwrap_or_else(|e| panic!("client: {e}"));
+    let base_rss = status_field(pid, "VmRSS:");
+    let base_threads = status_field(pid, "Threads:");
+
+    let started = Instant::now();
+    let ids = Arc::new(tokio::sync::Mutex::new(Vec::new()));
+    let next = Arc::new(AtomicU64::new(0));
+    let mut workers = Vec::new();
+    for _ in 0..32 {
+        let (c, url, ids, next) = (c.clone(), url.clone(), Arc::clone(&ids), Arc::clone(&next));
+        workers.push(tokio::spawn(async move {
+            loop {
+                let i = next.fetch_add(1, Ordering::Relaxed);
+                if i >= tasks_n {
+                    return;
+                }
+                let r = request(&c, &url, i, "tools/call",
+                    json!({"name": "emit", "arguments": {"count": EVENTS, "interval_ms": INTERVAL_MS}}))
+                    .send()
+                    .await;
+                let v: Value = match r {
+                    Ok(r) => r.json().await.unwrap_or(Value::Null),
+                    Err(_) => Value::Null,
+                };
+                match v["result"]["taskId"].as_str() {
+                    Some(t) => ids.lock().await.push(t.to_owned()),
+                    None => panic!("task {i} not created: {v}"),
+                }
+            }
+        }));
+    }
+    for w in workers {
+        w.await.unwrap_or_else(|e| panic!("creator: {e}"));
+    }
+    let created_s = started.elapsed().as_secs_f64();
+    let tasks_rss = status_field(pid, "VmRSS:");
+    let tasks_threads = status_field(pid, "Threads:");
+    let ids = ids.lock().await.clone();
+
+    let peak = Arc::new(AtomicU64::new(0));
+    let peak_threads = Arc::new(AtomicU64::new(0));
+    let sampler = {
+        let (peak, peak_threads) = (Arc::clone(&peak), Arc::clone(&peak_threads));
+        tokio::spawn(async move {
+            loop {
+                peak.fetch_max(status_field(pid, "VmRSS:"), Ordering::Relaxed);
+                peak_threads.fetch_max(status_field(pid, "Threads:"), Ordering::Relaxed);
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        })
+    };
+    let streams_started = Instant::now();
+    let mut streams = Vec::new();
+    for k in 0..streams_n {
+        let Some(task) = ids
+            .get(usize::try_from(k).unwrap_or(0) % ids.len().max(1))
+            .cloned()
+        else {
+            break;
+        };
+        let req = request(
+            &c,
+            &url,
+            1_000_000 + k,
+            "tasks/stream",
+            json!({"taskId": task}),
+        );
+        streams.push(tokio::spawn(async move {
+            match req.send().await {
+                Ok(r) => read_stream(r).await,
+                Err(_) => (Vec::new(), false),
+            }
+        }));
+    }
+    let mut gap_free = 0;
+    let want: Vec<u64> = (0..=EVENTS + 1).collect();
+    for s in streams {
+        if let Ok((seqs, answered)) = s.await {
+            if answered && seqs == want {
+                gap_free += 1;
+            }
+        }
+    }
+    let streams_s = streams_started.elapsed().as_secs_f64();
+    sampler.abort();
+    let peak_rss = peak.load(Ordering::Relaxed).max(tasks_rss);
+    let _ = child.kill();
+    let _ = child.wait();
+    println!("http_scale: {tasks_n} live tasks (emit {EVENTS} events, {INTERVAL_MS} ms apart), {streams_n} concurrent SSE streams");
+    println!(
+        "  server at start:        RSS {:>7.1} MiB, {base_threads} threads",
+        mib(base_rss)
+    );
+    println!("  with {tasks_n} live tasks: RSS {:>7.1} MiB, {tasks_threads} threads (created in {created_s:.2} s)", mib(tasks_rss));
+    println!(
+        "  peak with the streams:  RSS {:>7.1} MiB, {} threads",
+        mib(peak_rss),
+        peak_threads.load(Ordering::Relaxed)
+    );
+    println!("  streams gap-free, answered: {gap_free}/{streams_n} (all done in {streams_s:.2} s)");
+    if gap_free != streams_n {
+        std::process::exit(1);
+    }
+}
+
+fn mib(kib: u64) -> f64 {
+    kib as f64 / 1024.0
+}
