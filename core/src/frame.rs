@@ -188,13 +188,31 @@ impl<'buf> LineReader<'buf> {
     }
 
     /// Moves the partial line (and any read-ahead) to the front of the buffer.
+    ///
+    /// In pieces of at most `start` bytes, each copied from wholly after its destination, so
+    /// that every copy is between disjoint slices: a `memcpy`. The overlapping move of
+    /// `copy_within` links the general `memmove`, 1.5 KiB of flash on a microcontroller, for
+    /// this alone. The bytes moved are the same; the pieces number at most `len / start`, and
+    /// a compaction happens at most once per buffer's worth of input.
     fn compact(&mut self) {
-        if self.start > 0 {
-            self.buf.copy_within(self.start..self.end, 0);
-            self.end -= self.start;
-            self.scanned -= self.start;
-            self.start = 0;
+        let (start, len) = (self.start, self.end - self.start);
+        if start == 0 {
+            return;
         }
+        let mut done = 0;
+        while done < len {
+            let n = start.min(len - done);
+            let (front, back) = self.buf.split_at_mut(start + done);
+            match (front.get_mut(done..done + n), back.get(..n)) {
+                (Some(dst), Some(src)) => dst.copy_from_slice(src),
+                // Unreachable: `start + len <= buf.len()`.
+                _ => break,
+            }
+            done += n;
+        }
+        self.end -= start;
+        self.scanned -= start;
+        self.start = 0;
     }
 
     /// Feeds bytes in. Call again with `remaining` until it returns [`FeedResult::NeedMore`]:

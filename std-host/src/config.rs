@@ -1,4 +1,4 @@
-//! The options of `taskstream serve` (INTERFACE.md, "Options of serve"): parsing the command
+//! The options of `taskstream serve` (docs/interface.md, "Options of serve"): parsing the command
 //! line and the environment into a [`ServeConfig`]. Parsing only: nothing here opens files or
 //! reads the clock; the environment is passed in so tests need not touch the process's.
 
@@ -117,7 +117,7 @@ pub struct HttpConfig {
 }
 
 impl ServeConfig {
-    /// The defaults of INTERFACE.md, in memory, principal `local`.
+    /// The defaults of docs/interface.md, in memory, principal `local`.
     #[must_use]
     pub fn in_memory() -> ServeConfig {
         ServeConfig {
@@ -356,7 +356,7 @@ pub fn parse_serve(
 }
 
 /// `$TASKSTREAM_DATA_DIR`, else `$XDG_DATA_HOME/taskstream`, else `~/.local/share/taskstream`
-/// (INTERFACE.md). Empty variables count as unset; a relative `XDG_DATA_HOME` is ignored, as the
+/// (docs/interface.md). Empty variables count as unset; a relative `XDG_DATA_HOME` is ignored, as the
 /// XDG Base Directory specification says.
 ///
 /// # Errors

@@ -20,6 +20,9 @@ COMMANDS:
                  (see `taskstream demo --help`)
     conformance  check any stdio MCP server command against SEP-2694:
                  `taskstream conformance [OPTIONS] -- CMD [ARGS...]`
+    conformance-server
+                 the conformance suite's reference server, for testing clients: correct,
+                 or broken on purpose with `--fault NAME` (`--list-client-faults`)
     repair       open a damaged data dir, keeping every valid record, and report what was
                  lost: `taskstream repair --data-dir DIR [serve options]`
     help         print this help
@@ -36,6 +39,7 @@ fn main() -> ExitCode {
         Some("serve") => serve(args),
         Some("demo") => taskstream::demo::main(args),
         Some("conformance") => conformance(args),
+        Some("conformance-server") => conformance_server(args),
         Some("repair") => repair(args),
         None | Some("help" | "-h" | "--help") => {
             print!("{HELP}");
@@ -67,6 +71,24 @@ fn conformance(args: impl Iterator<Item = OsString>) -> ExitCode {
         }
     }
     let status = taskstream_conformance::main_with_args(&words);
+    ExitCode::from(u8::try_from(status).unwrap_or(1))
+}
+
+/// `taskstream conformance-server [--fault NAME]...`: the suite's in-memory reference server on
+/// stdio, for client authors' tests (`taskstream_conformance::faulty`).
+fn conformance_server(args: impl Iterator<Item = OsString>) -> ExitCode {
+    let mut words = Vec::new();
+    for arg in args {
+        match arg.into_string() {
+            Ok(word) => words.push(word),
+            Err(bad) => {
+                eprintln!("taskstream conformance-server: argument {bad:?} is not UTF-8");
+                return ExitCode::from(2);
+            }
+        }
+    }
+    let status =
+        taskstream_conformance::faulty::main_with_args("taskstream conformance-server", &words);
     ExitCode::from(u8::try_from(status).unwrap_or(1))
 }
 

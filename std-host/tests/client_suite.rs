@@ -3,6 +3,7 @@
 //! | module | what |
 //! | --- | --- |
 //! | `real` | the client against the real `taskstream serve --in-memory --durability none`: streaming, resume, de-duplication, `events_gone` policies, both eras |
+//! | `conformance_server` | the client against `taskstream conformance-server` with each client fault: early closes (RS-08, RS-09), repeated events on resume (RS-10, RS-11), `events_gone` on resume (EG-02) |
 //! | `fake` | the client against a scripted server that breaks the rules: gaps, missing related-task `_meta`, changed duplicates, bad `events_gone`, silence, EOF |
 //! | `cursor` | the file cursor store: round trip, atomic replacement under concurrent readers, leftovers of a crash |
 //! | `demo` | `taskstream demo --json` end to end (the slowest test: about 15 s) |
@@ -10,6 +11,8 @@
 //! No test sleeps to wait for a condition: each waits on the condition itself (a stream's
 //! end, a message on a channel) with a deadline.
 
+#[path = "client_suite/conformance_server.rs"]
+mod conformance_server;
 #[path = "client_suite/cursor.rs"]
 mod cursor;
 #[path = "client_suite/demo.rs"]

@@ -11,7 +11,10 @@
 //!   fuzz corpora goes through the emulated UART line by line; the device answers or refuses
 //!   each line, never hangs (a `ping` after every line is answered in bounded time) and never
 //!   resets (a task made before the replay still resolves after it, and QEMU, started with
-//!   `-no-reboot`, is still running).
+//!   `-no-reboot`, is still running), and its stack never grew into its static data.
+//!
+//! - `legacy_tasks_result_*`: SEP-1686's `tasks/result`, answered when the task ends (or
+//!   refused for a second waiter), and `tasks/list`.
 //!
 //! They need QEMU and the thumbv7m target, which `scripts/firmware` installs: they run when
 //! `TASKSTREAM_FIRMWARE_TESTS=1` (as `scripts/test` sets it) and otherwise say SKIP and pass.
@@ -418,6 +421,19 @@ fn unplugged_cable_in_the_modern_era_resumes_after_cancelling_the_lost_stream() 
     );
     assert_gap_free(&resumed, last + 1);
     assert_eq!(resumed.last(), Some(&41), "{resumed:?}");
+    // SEP-2663 has no tasks/result: the result is inline in tasks/get.
+    let result = line.call("tasks/result", modern(json!({"taskId": task})));
+    assert_eq!(
+        result.pointer("/error/code"),
+        Some(&json!(-32601)),
+        "{result}"
+    );
+    let got = line.call("tasks/get", modern(json!({"taskId": task})));
+    assert_eq!(
+        got.pointer("/result/result/content/0/text"),
+        Some(&json!("sampled 40 readings")),
+        "{got}"
+    );
 }
 
 /// The seeds of the fuzz targets that take JSON-RPC lines or raw bytes.
@@ -526,5 +542,92 @@ fn fuzz_corpora_replayed_through_the_uart() {
     assert!(
         board.is_running(),
         "QEMU (started with -no-reboot) still runs"
+    );
+    // The stack never reached the static data below it (the device paints that RAM at boot).
+    let ping = line.call("ping", json!({}));
+    let device = ping
+        .pointer("/result/_meta/dev.taskstream~1device")
+        .unwrap_or_else(|| panic!("ping reports the stack: {ping}"));
+    let peak = device["stackPeakBytes"].as_u64().expect("stackPeakBytes");
+    let room = device["stackBytes"].as_u64().expect("stackBytes");
+    eprintln!("device stack: peak {peak} B of {room} B after {lines_sent} corpus lines");
+    assert!(peak > 0 && peak < room, "stack peak {peak} B of {room} B");
+}
+
+#[test]
+fn legacy_tasks_result_waits_for_the_end_and_tasks_list_lists() {
+    if !enabled("legacy_tasks_result_waits_for_the_end_and_tasks_list_lists") {
+        return;
+    }
+    let mut board = Board::start(&[], true);
+    let stdin = board.child.stdin.take().expect("piped");
+    let stdout = board.child.stdout.take().expect("piped");
+    let mut line = Line::new(stdout, stdin);
+    legacy_handshake(&mut line);
+    let created = line.call(
+        "tools/call",
+        json!({"name": "sample", "arguments": {"count": 5, "interval_ms": 30}, "task": {}}),
+    );
+    let task = task_id_of(&created);
+    // Sent while the task works: answered when it ends, with the tool's result.
+    let result = line.call("tasks/result", json!({"taskId": task}));
+    assert_eq!(
+        result.pointer("/result/content/0/text"),
+        Some(&json!("sampled 5 readings")),
+        "{result}"
+    );
+    assert_eq!(result.pointer("/result/isError"), Some(&json!(false)));
+    assert_eq!(
+        result.pointer("/result/_meta/io.modelcontextprotocol~1related-task/taskId"),
+        Some(&json!(task))
+    );
+    let got = line.call("tasks/get", json!({"taskId": task}));
+    assert_eq!(
+        got.pointer("/result/status"),
+        Some(&json!("completed")),
+        "{got}"
+    );
+
+    // A cancelled task's result is an error saying so, for a waiting request too.
+    let created = line.call(
+        "tools/call",
+        json!({"name": "sample", "arguments": {"count": 100, "interval_ms": 1000}, "task": {}}),
+    );
+    let cancelled = task_id_of(&created);
+    let waiting = line.next_id;
+    line.next_id += 1;
+    line.send(&json!({"jsonrpc": "2.0", "id": waiting, "method": "tasks/result", "params": {"taskId": cancelled}}));
+    let second = line.call("tasks/result", json!({"taskId": cancelled}));
+    assert_eq!(
+        second.pointer("/error/data/reason"),
+        Some(&json!("waiter_limit")),
+        "{second}"
+    );
+    let listed = line.call("tasks/list", json!({}));
+    let ids: Vec<&Value> = listed
+        .pointer("/result/tasks")
+        .and_then(Value::as_array)
+        .expect("tasks")
+        .iter()
+        .filter_map(|t| t.get("taskId"))
+        .collect();
+    assert_eq!(ids, [&json!(task), &json!(cancelled)], "{listed}");
+    let cancel = line.call("tasks/cancel", json!({"taskId": cancelled}));
+    assert_eq!(
+        cancel.pointer("/result/status"),
+        Some(&json!("cancelled")),
+        "{cancel}"
+    );
+    let answer = line.answer(waiting);
+    assert_eq!(
+        answer.pointer("/error/code"),
+        Some(&json!(-32603)),
+        "{answer}"
+    );
+    let unknown = line.call("tasks/result", json!({"taskId": "no-such-task"}));
+    assert_eq!(
+        unknown.pointer("/error/code"),
+        Some(&json!(-32602)),
+        "{unknown}"
     );
 }

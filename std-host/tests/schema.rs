@@ -128,6 +128,32 @@ fn the_schema_rejects_what_the_sep_forbids() {
     );
 }
 
+/// The `events_gone` error's shape is the SEP's, but its message is human-readable: the schema
+/// pins the code and the data, never the text (clients key on `data.reason`).
+#[test]
+fn the_schema_pins_the_events_gone_code_and_data_but_not_its_text() {
+    let v = validator(Some("EventsGoneError"));
+    let gone = |code: i64, message: &str| {
+        json!({"jsonrpc": "2.0", "id": 3, "error": {"code": code, "message": message,
+               "data": {"reason": "events_gone", "taskId": "t", "earliestSeq": 4}}})
+    };
+    check(
+        &v,
+        "the SEP's text",
+        &gone(-32010, "Task events are no longer available"),
+    );
+    check(
+        &v,
+        "another text",
+        &gone(-32010, "Die Ereignisse sind nicht mehr verfügbar"),
+    );
+    check_fails(
+        &v,
+        "another code",
+        &gone(-32602, "Task events are no longer available"),
+    );
+}
+
 #[test]
 fn every_message_the_core_writes_matches_the_schema() {
     let mut buf = vec![0u8; 4096];

@@ -1,9 +1,9 @@
 //! The requirement IDs the suite checks on the wire, one row each.
 //!
-//! IDs are those of the SEP-2694 checklist (MCP digest, section (c)), plus the derived `DX-*`
+//! IDs are those of the SEP-2694 checklist (docs/specification/requirements.md), plus the derived `DX-*`
 //! rules; RS-03 is split into its two branches, `RS-03a` (replay) and `RS-03b` (`events_gone`).
 //! Client-only rules and rules that need another transport are not here: the traceability file
-//! `sep-2694.yaml` lists them as not testable. This module owns only the table; what each check
+//! `sep-2694.yaml` lists them as `excluded`. This module owns only the table; what each check
 //! observes is written in `scenarios/`.
 
 /// How binding a requirement is, and so how its verdict is reported.
@@ -11,7 +11,7 @@
 pub enum Level {
     /// A MUST (or a rule normative in effect): counted in the closing line; a failure fails the run.
     Must,
-    /// A SHOULD: reported as `PASS ID (should)` or `WARN ID: ...`; never fails the run.
+    /// A SHOULD: reported as `PASS ID check (should)` or `WARN ID check: ...`; never fails the run.
     Should,
     /// A MAY: reported as an `INFO` line only.
     May,

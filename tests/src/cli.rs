@@ -37,9 +37,11 @@ Options:
   --verbose                   print the wire traffic and the server's stderr to stderr
   -h, --help                  print this help
 
-Each MUST check prints `PASS ID`, `FAIL ID: what was seen` or `SKIP ID: why`; SHOULD checks
-print `PASS ID (should)` or `WARN ID: ...`; MAY ones `INFO ID: ...`. The last line is
-`N passed, N failed, N skipped` over the MUST checks of every era.
+Each MUST check prints `PASS ID check`, `FAIL ID check: what was seen` or `SKIP ID check: why`,
+where `check` is its name in the traceability file (`PASS EV-04 sep-2694-event-delivered-in-order`);
+SHOULD checks print `PASS ID check (should)` or `WARN ID check: ...`; MAY ones
+`INFO ID check: ...`. The last line is `N passed, N failed, N skipped` over the MUST checks
+of every era.
 Exit status: 0 if no MUST check failed; 1 if one did; 2 on a usage error, or when no era
 could be checked, or when the server speaks an era but could not make a task in it.
 ";

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-/// The protocol era a run speaks to the server (MCP digest, a.3 and a.4).
+/// The protocol era a run speaks to the server (MCP-DIGEST a.3 and a.4).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Era {
     /// 2026-07-28: no handshake, the required `_meta` on every request, Tasks as the

@@ -183,7 +183,7 @@ pub(crate) enum TypeName {
 
 /// Classifies an event type. The SEP calls its own examples `content.partial` and `task.status`
 /// unprefixed although they contain a dot, so a prefix is taken to be a reverse-DNS namespace
-/// of at least two labels followed by a name (MCP digest, A-05).
+/// of at least two labels followed by a name.
 pub(crate) fn classify_type(kind: &str) -> TypeName {
     let labels: Vec<&str> = kind.split('.').collect();
     if labels.len() < 3 {

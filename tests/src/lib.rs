@@ -44,6 +44,7 @@
 //! | `evidence` | merging what scenarios saw into one verdict per ID |
 //! | `catalog` | the [`CHECKS`] table |
 //! | `report` | [`Report`]: outcomes, counts, printed form, exit status |
+//! | [`faulty`] | the faulty server: correct, or broken one rule at a time (`--fault NAME`) |
 //!
 //! Waits are bounded: every one ends at a deadline (`--timeout-ms`, or `--aged-wait-ms` for the
 //! events of the aged-retention server to age out), and the suite sleeps only while listening:
@@ -54,6 +55,7 @@ mod cli;
 mod config;
 mod event;
 mod evidence;
+pub mod faulty;
 mod report;
 mod scenarios;
 mod session;

@@ -1,9 +1,10 @@
 //! The verdicts of a run, their counts, the printed form and the exit status.
 //!
 //! Printed form, per era: a `# ...` heading, then one line per MUST check in table order
-//! (`PASS ID`, `FAIL ID: what was seen`, `SKIP ID: why`), then the SHOULD checks
-//! (`PASS ID (should)`, `WARN ID: ...`, `SKIP ID (should): why`), then the MAY ones
-//! (`INFO ID: ...`). After all eras: `should: N met, N warned, N skipped`, then the closing
+//! (`PASS ID check`, `FAIL ID check: what was seen`, `SKIP ID check: why`, where `check` is the
+//! check's name in the traceability file, e.g. `PASS EV-04 sep-2694-event-delivered-in-order`),
+//! then the SHOULD checks (`PASS ID check (should)`, `WARN ID check: ...`,
+//! `SKIP ID check (should): why`), then the MAY ones (`INFO ID check: ...`). After all eras: `should: N met, N warned, N skipped`, then the closing
 //! line `N passed, N failed, N skipped`, which counts the MUST checks only.
 
 use std::collections::BTreeMap;
@@ -174,7 +175,7 @@ impl EraReport {
             .into_iter()
             .flat_map(|level| self.results.iter().filter(move |r| r.check.level == level));
         for result in by_level {
-            let id = result.check.id;
+            let id = format!("{} {}", result.check.id, result.check.name);
             let line = match (result.check.level, &result.outcome) {
                 (_, Outcome::Info(text)) => format!("INFO {id}: {text}"),
                 (Level::Should, Outcome::Pass) => format!("PASS {id} (should)"),
@@ -278,9 +279,11 @@ mod tests {
         let text = report.render();
         let lines: Vec<&str> = text.lines().collect();
         assert_eq!(lines.first(), Some(&"# modern era (2026-07-28)"));
-        assert!(lines.contains(&"FAIL EV-03: seen over two lines"));
-        assert!(lines.contains(&"PASS SE-07 (should)"));
-        assert!(lines.contains(&"INFO TS-02: not observed"));
+        // Each line names the check beside its ID, as the traceability file does.
+        assert!(lines.contains(&"FAIL EV-03 sep-2694-event-seq-contiguous: seen over two lines"));
+        assert!(lines.contains(&"PASS EV-04 sep-2694-event-delivered-in-order"));
+        assert!(lines.contains(&"PASS SE-07 sep-2694-concurrent-stream-limit (should)"));
+        assert!(lines.contains(&"INFO TS-02 sep-2694-event-streams-capability: not observed"));
         assert_eq!(lines.last(), Some(&"33 passed, 1 failed, 0 skipped"));
         assert_eq!(report.exit_code(), 1);
         assert_eq!(report.eras[0].failed(), ["EV-03"]);
@@ -290,7 +293,8 @@ mod tests {
     fn a_failed_should_is_a_warning() {
         let report = report_with(Some(Id::Rl01));
         let text = report.render();
-        assert!(text.contains("WARN RL-01: seen over two lines\n"));
+        assert!(text
+            .contains("WARN RL-01 sep-2694-status-events-match-tasks-get: seen over two lines\n"));
         assert!(
             text.ends_with("should: 2 met, 1 warned, 0 skipped\n34 passed, 0 failed, 0 skipped\n")
         );

@@ -3,7 +3,7 @@
 //!
 //! A reader thread turns stdout into a channel of [`Incoming`] items, so a wait is a
 //! `recv_timeout` and never a sleep. stderr is drained by another thread, which keeps its start
-//! (echoed when verbose), because a server may log there freely (MCP digest, a.5). This module
+//! (echoed when verbose), because a server may log there freely (MCP-DIGEST a.5). This module
 //! knows newline framing and JSON syntax, nothing of MCP.
 
 use std::io::{self, BufRead, BufReader, Read, Write};
@@ -171,7 +171,7 @@ impl Server {
 
 impl Drop for Server {
     fn drop(&mut self) {
-        // Closing stdin asks a well-behaved server to exit (MCP digest, a.5); give it a moment,
+        // Closing stdin asks a well-behaved server to exit (MCP-DIGEST a.5); give it a moment,
         // then make sure.
         drop(self.stdin.take());
         let deadline = Instant::now() + Duration::from_millis(200);

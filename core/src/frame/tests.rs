@@ -357,3 +357,20 @@ fn line_writer_adds_one_newline_and_refuses_embedded_ones() {
     w.flush().unwrap();
     assert_eq!(w.into_inner().0, b"{\"a\":1}\n{}\n");
 }
+
+#[test]
+fn compaction_moves_a_partial_line_longer_or_shorter_than_the_gap() {
+    // `read_line` fills the whole buffer, takes the lines in it and moves the partial line to
+    // the front before the next read: in pieces no longer than the consumed prefix, which is
+    // shorter than what is moved in the first case (2 bytes before a 6-byte partial), longer
+    // in the second (7 bytes before a 1-byte one), and a byte short in the third.
+    let cases: [(&[u8], &[Ev]); 3] = [
+        (b"a\nbcdefgh\n", &[line("a"), line("bcdefgh")]),
+        (b"abcdef\ngh\n", &[line("abcdef"), line("gh")]),
+        (b"abc\ndefgh\n", &[line("abc"), line("defgh")]),
+    ];
+    for (input, expected) in cases {
+        assert_eq!(read_all(8, input, vec![8, 8]), expected, "{input:?}");
+        assert_eq!(model(8, input), expected);
+    }
+}

@@ -3,7 +3,7 @@
 //! the host uses [`ErrorCode::code`] and [`Reason::as_str`] for the errors it writes itself.
 //!
 //! Codes: the JSON-RPC standard ones (MCP-DIGEST a.2), SEP-2694's `events_gone` (EG-01; in the
-//! range 2026-07-28 calls legacy, see MCP-DIGEST 0.3, kept because the SEP fixes it), and the
+//! range 2026-07-28 calls legacy, see MCP-DIGEST a.2, kept because the SEP fixes it), and the
 //! 2026-07-28 codes -32021 (DX-03) and -32022 (MCP-DIGEST a.4).
 
 use core::fmt;

@@ -85,7 +85,7 @@ impl StreamParamsError {
         }
     }
 
-    /// The requirement (MCP-DIGEST section (c) or a recorded decision) this refusal enforces.
+    /// The requirement (an ID of `docs/specification/requirements.md`: a SEP requirement or a recorded decision) this refusal enforces.
     #[must_use]
     pub const fn rule(self) -> &'static str {
         match self {

@@ -155,3 +155,34 @@ fn open_after_decide_covers_every_start() {
         ]
     );
 }
+
+#[test]
+fn removing_a_stream_keeps_the_others_in_turn() {
+    // Cancelling the first, a middle and the last stream; the rest keep their round-robin
+    // order, and each cursor stays with its stream.
+    let mut t: StreamTable<u8, 4> = StreamTable::new(4);
+    for task in 0..4u8 {
+        t.open(
+            id(task.into()),
+            task,
+            Resume::Replay {
+                from: s(task.into()),
+            },
+        )
+        .unwrap();
+    }
+    assert_eq!(t.cancel(&id(1)), Some(1));
+    assert_eq!(t.cancel(&id(0)), Some(0));
+    let mut order = Vec::new();
+    for _ in 0..4 {
+        match t.poll(|_| progress(0, 10, false)) {
+            Some(Pump::Event { task, seq }) => order.push((task, seq.get())),
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+    assert_eq!(order, [(2, 2), (3, 3), (2, 3), (3, 4)]);
+    assert_eq!(t.cancel(&id(3)), Some(3));
+    assert_eq!(t.cancel(&id(3)), None);
+    assert_eq!(t.len(), 1);
+    assert_eq!(t.cursor(&id(2)), Some(s(4)));
+}

@@ -8,7 +8,8 @@
 //!   `interval_ms` apart, one `dev.taskstream.sample` event per reading, between two
 //!   `dev.taskstream.task.status` events;
 //! - `tools/call` as a task (SEP-1686 `params.task` in the legacy era, the SEP-2663 extension
-//!   in the modern one), `tasks/get`, `tasks/cancel`;
+//!   in the modern one), `tasks/get`, `tasks/cancel`, and in the legacy era `tasks/result`
+//!   (answered when the task ends; one waiting request per task) and `tasks/list`;
 //! - `tasks/stream` (SEP-2694): replay from the task's ring, live delivery, `events_gone` when
 //!   the ring moved past the cursor, `notifications/cancelled` of a stream.
 //!
@@ -16,6 +17,10 @@
 //! message and error is written by the core's serialisers. Capacities: [`TASKS`] task slots,
 //! each with its own ring of [`RING_EVENTS`] events in [`RING_BYTES`] bytes, and [`STREAMS`]
 //! concurrent streams. A slot is free again [`TTL_MS`] after its task ended.
+//!
+//! Task ids are 128 bits of xorshift128+, reseeded for every task with the timing jitter of
+//! the bytes received so far (see `main.rs`): the AN385 has no random number generator, so an
+//! id is as unpredictable as that jitter; a board with one should seed from it instead.
 
 use core::mem::MaybeUninit;
 
@@ -49,7 +54,11 @@ const MAX_COUNT: u64 = 1_000_000;
 const MAX_INTERVAL_MS: u64 = 3_600_000;
 /// Stream frames written per main-loop turn, so that input is read between them.
 const FRAMES_PER_STEP: usize = 16;
+/// Readings taken per task and main-loop turn, likewise.
+const SAMPLES_PER_STEP: usize = 16;
 
+/// Room for the payload of a reading or a status event.
+const PAYLOAD_BYTES: usize = 96;
 const SAMPLE_TYPE: &str = "dev.taskstream.sample";
 const STATUS_TYPE: &str = "dev.taskstream.task.status";
 const SERVER_INFO: &str = r#""serverInfo":{"name":"taskstream-device","version":"0.1.0"}"#;
@@ -122,6 +131,8 @@ struct Task {
     created: Millis,
     updated: Millis,
     ring: EventRing<RING_EVENTS, RING_BYTES>,
+    /// A legacy `tasks/result` waiting for the task to end (one per task).
+    waiter: Option<RequestId>,
 }
 
 impl Task {
@@ -166,10 +177,14 @@ impl Agent {
         agent
     }
 
-    /// Mixes a value read from the board into the task id generator.
+    /// Mixes a value read from the board (timer counts, input timing jitter) into the task id
+    /// generator.
     pub(crate) fn seed(&mut self, value: u32) {
-        self.rng[0] ^= u64::from(value) | 0x9e37_79b9_7f4a_7c15;
-        self.rng[1] ^= u64::from(value).rotate_left(32) | 1;
+        self.rng[0] ^= u64::from(value).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        self.rng[1] ^= u64::from(value).rotate_left(32);
+        if self.rng == [0, 0] {
+            self.rng[1] = 1;
+        }
     }
 
     fn random(&mut self) -> u64 {
@@ -205,7 +220,14 @@ impl Agent {
     fn notification(&mut self, n: &Notification<'_>) {
         if n.method == rpc::method::CANCELLED {
             if let Ok(id) = rpc::parse_cancelled_params(n.params.unwrap_or(b"{}")) {
-                self.streams.cancel(&id);
+                if self.streams.cancel(&id).is_none() {
+                    // Or a waiting `tasks/result`: it is dropped, unanswered.
+                    for task in &mut self.tasks {
+                        if task.waiter.as_ref() == Some(&id) {
+                            task.waiter = None;
+                        }
+                    }
+                }
             }
         }
     }
@@ -217,13 +239,7 @@ impl Agent {
             return self.initialize(id, params);
         }
         if r.method == "ping" {
-            let body = if self.legacy {
-                "{}"
-            } else {
-                r#"{"resultType":"complete"}"#
-            };
-            self.begin(id).s(body);
-            return self.end();
+            return self.ping(id);
         }
         let tasks_declared = if self.legacy {
             true
@@ -248,14 +264,37 @@ impl Agent {
             "tasks/get" => self.tasks_get(id, params),
             "tasks/cancel" => self.tasks_cancel(id, params, now),
             "tasks/stream" => self.tasks_stream(id, params),
+            // SEP-1686 only: the extension of 2026-07-28 has neither.
+            "tasks/result" if self.legacy => self.tasks_result(id, params),
+            "tasks/list" if self.legacy => self.tasks_list(id),
             _ => self.error(Some(id), &RpcError::new(ErrorCode::MethodNotFound)),
         }
+    }
+
+    /// `ping`, whose result carries the device's stack use in a vendor `_meta` entry.
+    fn ping(&mut self, id: &RequestId) {
+        let (peak, room) = crate::stack_use();
+        let legacy = self.legacy;
+        let out = self.begin(id);
+        out.s(r#"{"_meta":{"dev.taskstream/device":{"stackPeakBytes":"#)
+            .u64(peak as u64)
+            .s(r#","stackBytes":"#)
+            .u64(room as u64)
+            .s("}}");
+        if !legacy {
+            out.s(r#","resultType":"complete""#);
+        }
+        out.s("}");
+        self.end();
     }
 
     fn initialize(&mut self, id: &RequestId, params: &[u8]) {
         self.legacy = true;
         // A handshake on the line is a new peer: the old one's streams are gone with it.
         self.streams = StreamTable::new(STREAMS);
+        for task in &mut self.tasks {
+            task.waiter = None;
+        }
         let version = if params::is_string(params, "protocolVersion", "2025-06-18") {
             "2025-06-18"
         } else {
@@ -264,7 +303,7 @@ impl Agent {
         self.begin(id)
             .s(r#"{"protocolVersion":""#)
             .s(version)
-            .s(r#"","capabilities":{"tools":{},"tasks":{"cancel":{},"requests":{"tools":{"call":{}}},"eventStreams":{}}},"#)
+            .s(r#"","capabilities":{"tools":{},"tasks":{"list":{},"cancel":{},"requests":{"tools":{"call":{}}},"eventStreams":{}}},"#)
             .s(SERVER_INFO)
             .s("}");
         self.end();
@@ -348,10 +387,8 @@ impl Agent {
                 "all task slots are in use; a slot is free again 60 s after its task ended",
             );
         };
-        let (a, b) = (
-            self.random(),
-            self.random() ^ u64::from(crate::systick_value()),
-        );
+        self.seed(crate::jitter() ^ crate::systick_value());
+        let (a, b) = (self.random(), self.random());
         let Some(task) = self.tasks.get_mut(slot) else {
             return;
         };
@@ -370,11 +407,9 @@ impl Agent {
         task.created = now;
         task.updated = now;
         task.ring.reset(Seq::ZERO);
+        task.waiter = None;
         status_event(task, now);
-        if interval_ms == 0 || count == 0 {
-            while task.done < count {
-                sample(task, now);
-            }
+        if count == 0 {
             finish(task, Status::Completed, now);
         }
         let legacy = self.legacy;
@@ -457,6 +492,42 @@ impl Agent {
         self.end();
     }
 
+    /// `tasks/result` (SEP-1686): the tool's result once the task has ended, at once or when
+    /// it does.
+    fn tasks_result(&mut self, id: &RequestId, params: &[u8]) {
+        let Some(slot) = self.find_task(id, params) else {
+            return;
+        };
+        let task = &mut self.tasks[slot];
+        if task.status != Status::Working {
+            return final_answer(&mut self.out, id, task);
+        }
+        if task.waiter.is_some() {
+            let e = RpcError {
+                code: ErrorCode::InvalidParams,
+                message: "Invalid params: a tasks/result request already waits for this task",
+                data: rpc::ErrorData::Reason(rpc::Reason::WaiterLimit),
+            };
+            return self.error(Some(id), &e);
+        }
+        task.waiter = Some(id.clone());
+    }
+
+    /// `tasks/list` (SEP-1686): every task the device holds, in one page.
+    fn tasks_list(&mut self, id: &RequestId) {
+        let out = begin(&mut self.out, id);
+        out.s(r#"{"tasks":["#);
+        let mut first = true;
+        for task in self.tasks.iter().filter(|t| t.used) {
+            out.s(if first { "{" } else { ",{" });
+            task_fields(out, task, true);
+            out.s("}");
+            first = false;
+        }
+        out.s("]}");
+        self.end();
+    }
+
     fn tasks_stream(&mut self, id: &RequestId, params: &[u8]) {
         let p = match rpc::parse_stream_params(params) {
             Ok(p) => p,
@@ -501,14 +572,24 @@ impl Agent {
         }
     }
 
-    /// One turn of the timers and the streams: due readings, retention, then up to
-    /// [`FRAMES_PER_STEP`] stream frames. Answers whether frames are left to write.
+    /// One turn of the timers and the streams: up to [`SAMPLES_PER_STEP`] due readings per
+    /// task, retention, then up to [`FRAMES_PER_STEP`] stream frames. Answers whether readings
+    /// or frames are left for the next turn.
     pub(crate) fn step(&mut self, now: Millis) -> bool {
+        let mut behind = false;
         for task in &mut self.tasks {
             if !task.used {
                 continue;
             }
+            // Readings that are due, at most a turn's worth, so that a task without an
+            // interval (or one far behind) does not keep input waiting.
+            let mut budget = SAMPLES_PER_STEP;
             while task.status == Status::Working && task.due <= now {
+                if budget == 0 {
+                    behind = true;
+                    break;
+                }
+                budget -= 1;
                 sample(task, now);
                 task.due = task.due.saturating_add(Millis(task.interval_ms));
                 if task.done >= task.count {
@@ -516,8 +597,13 @@ impl Agent {
                 }
             }
             task.ring.expire(now, &POLICY);
-            if task.status != Status::Working && POLICY.is_task_expired(task.updated, now) {
-                task.used = false;
+            if task.status != Status::Working {
+                if let Some(waiter) = task.waiter.take() {
+                    final_answer(&mut self.out, &waiter, task);
+                }
+                if POLICY.is_task_expired(task.updated, now) {
+                    task.used = false;
+                }
             }
         }
         let era = if self.legacy {
@@ -535,7 +621,7 @@ impl Agent {
                 })
             });
             let Some(step) = step else {
-                return false;
+                return behind;
             };
             let written = match step {
                 Pump::Event {
@@ -656,6 +742,22 @@ fn send(out: &Out) {
     crate::uart_write(b"\n");
 }
 
+/// The answer to `tasks/result` for an ended task: the tool's result with the related-task
+/// `_meta`, or, for a cancelled task, an internal error saying so.
+fn final_answer(out: &mut Out, id: &RequestId, task: &Task) {
+    if task.status == Status::Cancelled {
+        let e = RpcError::new(ErrorCode::InternalError).with_message("the task was cancelled");
+        return send_error(out, Some(id), &e);
+    }
+    begin(out, id)
+        .s(r#"{"content":[{"type":"text","text":"sampled "#)
+        .u64(task.done)
+        .s(r#" readings"}],"isError":false,"_meta":{"io.modelcontextprotocol/related-task":{"taskId":""#)
+        .s(task.id())
+        .s(r#""}}}}"#);
+    send(out);
+}
+
 /// The fields of a task (SEP-1686 names in the legacy era, SEP-2663 names in the modern one).
 fn task_fields(out: &mut Out, task: &Task, legacy: bool) {
     out.s(r#""taskId":""#)
@@ -683,7 +785,7 @@ fn append(task: &mut Task, now: Millis, event_type: &str, payload: &[u8]) {
 
 /// One reading of the board, as an event.
 fn sample(task: &mut Task, now: Millis) {
-    let mut out = Out::new();
+    let mut out = Out::<PAYLOAD_BYTES>::new();
     out.s(r#"{"i":"#)
         .u64(task.done)
         .s(r#","reading":"#)
@@ -698,7 +800,7 @@ fn sample(task: &mut Task, now: Millis) {
 }
 
 fn status_event(task: &mut Task, now: Millis) {
-    let mut out = Out::new();
+    let mut out = Out::<PAYLOAD_BYTES>::new();
     out.s(r#"{"status":""#).s(task.status.name()).s(r#""}"#);
     if let Some(payload) = out.message() {
         append(task, now, STATUS_TYPE, payload);

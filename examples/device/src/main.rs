@@ -100,6 +100,16 @@ pub(crate) fn systick_value() -> u32 {
     read(scs::SYST_CVR)
 }
 
+/// Timing jitter: SysTick's count at every byte received, folded together by the receive
+/// interrupt. The board has no random number generator; the arrival times of a peer's bytes,
+/// at 40 ns resolution, are the unpredictable input it has. Task ids are drawn from it.
+static JITTER: AtomicU32 = AtomicU32::new(0);
+
+/// The jitter gathered so far.
+pub(crate) fn jitter() -> u32 {
+    JITTER.load(Ordering::Relaxed)
+}
+
 /// A single-producer (the receive interrupt), single-consumer (the main loop) byte FIFO.
 struct RxFifo {
     buf: UnsafeCell<[u8; RX_FIFO_BYTES]>,
@@ -271,6 +281,7 @@ fn run() -> ! {
 }
 
 extern "C" {
+    static _stack_top: u32;
     static mut __sbss: u32;
     static mut __ebss: u32;
     static mut __sdata: u32;
@@ -298,8 +309,45 @@ pub extern "C" fn reset() -> ! {
             s = s.add(1);
         }
     }
+    paint_stack();
     board_init();
     run()
+}
+
+/// What the free RAM between `.bss` and the stack is filled with at boot.
+const STACK_PAINT: u32 = 0xa5a5_a5a5;
+
+/// Fills the RAM below the stack pointer (down to the end of `.bss`) with [`STACK_PAINT`], so
+/// that [`stack_use`] can tell how deep the stack has ever grown.
+fn paint_stack() {
+    let sp: usize;
+    // SAFETY: reads the stack pointer; the words written lie between the end of `.bss` and
+    // 64 bytes below the stack pointer, memory nothing uses yet.
+    #[allow(unsafe_code)]
+    unsafe {
+        core::arch::asm!("mov {}, sp", out(reg) sp, options(nomem, nostack, preserves_flags));
+        let mut p = core::ptr::addr_of_mut!(__ebss);
+        while (p as usize) + 64 < sp {
+            core::ptr::write_volatile(p, STACK_PAINT);
+            p = p.add(1);
+        }
+    }
+}
+
+/// `(peak, room)`: the most stack ever used since boot, and the RAM the stack has (from the
+/// top of RAM down to the end of `.bss`), in bytes.
+pub(crate) fn stack_use() -> (usize, usize) {
+    let top = core::ptr::addr_of!(_stack_top) as usize;
+    // SAFETY: reads words between the end of `.bss` and the top of RAM, all of them RAM.
+    #[allow(unsafe_code)]
+    unsafe {
+        let bottom = core::ptr::addr_of!(__ebss);
+        let mut p = bottom;
+        while (p as usize) < top && core::ptr::read_volatile(p) == STACK_PAINT {
+            p = p.add(1);
+        }
+        (top - p as usize, top - bottom as usize)
+    }
 }
 
 extern "C" fn systick() {
@@ -312,6 +360,8 @@ extern "C" fn systick() {
 
 extern "C" fn uart0_rx() {
     write(uart::INTCLEAR, uart::INT_RX);
+    let mixed = JITTER.load(Ordering::Relaxed).rotate_left(7) ^ systick_value();
+    JITTER.store(mixed.wrapping_mul(0x9e37_79b9), Ordering::Relaxed);
     if !RX.fill_from_uart() {
         // Full: stop the interrupt until the main loop has taken bytes.
         write(uart::CTRL, uart::CTRL_TX_EN | uart::CTRL_RX_EN);

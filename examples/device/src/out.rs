@@ -7,17 +7,17 @@ use taskstream_core::RequestId;
 /// The largest message the agent writes.
 pub(crate) const OUT_BYTES: usize = 1024;
 
-/// A message being written.
-pub(crate) struct Out {
-    buf: [u8; OUT_BYTES],
+/// A message being written, into `N` bytes.
+pub(crate) struct Out<const N: usize = OUT_BYTES> {
+    buf: [u8; N],
     len: usize,
     overflow: bool,
 }
 
-impl Out {
-    pub(crate) const fn new() -> Out {
+impl<const N: usize> Out<N> {
+    pub(crate) const fn new() -> Out<N> {
         Out {
-            buf: [0; OUT_BYTES],
+            buf: [0; N],
             len: 0,
             overflow: false,
         }
@@ -34,7 +34,7 @@ impl Out {
     }
 
     pub(crate) fn set_len(&mut self, len: usize) {
-        self.len = len.min(OUT_BYTES);
+        self.len = len.min(N);
         self.overflow = false;
     }
 
@@ -47,7 +47,7 @@ impl Out {
         }
     }
 
-    pub(crate) fn put(&mut self, bytes: &[u8]) -> &mut Out {
+    pub(crate) fn put(&mut self, bytes: &[u8]) -> &mut Out<N> {
         let end = self.len + bytes.len();
         match self.buf.get_mut(self.len..end) {
             Some(dst) => {
@@ -59,11 +59,11 @@ impl Out {
         self
     }
 
-    pub(crate) fn s(&mut self, text: &str) -> &mut Out {
+    pub(crate) fn s(&mut self, text: &str) -> &mut Out<N> {
         self.put(text.as_bytes())
     }
 
-    pub(crate) fn u64(&mut self, n: u64) -> &mut Out {
+    pub(crate) fn u64(&mut self, n: u64) -> &mut Out<N> {
         let mut digits = [0u8; 20];
         let mut i = digits.len();
         let mut n = n;
@@ -83,12 +83,12 @@ impl Out {
     }
 
     /// Two decimal digits, zero-padded.
-    pub(crate) fn two(&mut self, n: u32) -> &mut Out {
+    pub(crate) fn two(&mut self, n: u32) -> &mut Out<N> {
         self.put(&[b'0' + (n / 10 % 10) as u8, b'0' + (n % 10) as u8])
     }
 
     /// `text` as a JSON string, quotes included.
-    pub(crate) fn string(&mut self, text: &str) -> &mut Out {
+    pub(crate) fn string(&mut self, text: &str) -> &mut Out<N> {
         self.put(b"\"");
         for &b in text.as_bytes() {
             match b {
@@ -106,7 +106,7 @@ impl Out {
         self.put(b"\"")
     }
 
-    pub(crate) fn id(&mut self, id: &RequestId) -> &mut Out {
+    pub(crate) fn id(&mut self, id: &RequestId) -> &mut Out<N> {
         match id {
             RequestId::Number(n) => {
                 if *n < 0 {
@@ -120,7 +120,7 @@ impl Out {
 
     /// Milliseconds since boot as an ISO-8601 UTC time counted from the Unix epoch (the board
     /// has no real-time clock), e.g. `1970-01-01T00:00:12.345Z`.
-    pub(crate) fn time(&mut self, ms: u64) -> &mut Out {
+    pub(crate) fn time(&mut self, ms: u64) -> &mut Out<N> {
         let (secs, milli) = divmod(ms, 1000);
         let (minutes, sec) = divmod(secs, 60);
         let (hours, min) = divmod(minutes, 60);

@@ -1,7 +1,7 @@
 //! `taskstream serve`: a stdio MCP server speaking both protocol eras, with Tasks and SEP-2694
 //! `tasks/stream`.
 //!
-//! Threads (see `ARCHITECTURE-server.md`):
+//! Threads (see `ARCHITECTURE.md`, "Concurrency"):
 //! - the **reader** (the caller of [`serve`]) reads stdin line by line, classifies each line with
 //!   the core's parser, and answers every request that can be answered at once; it never waits
 //!   for a task;

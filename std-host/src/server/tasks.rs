@@ -452,7 +452,11 @@ pub(crate) fn refusal(e: &AppendError) -> String {
             format!("an event payload of {size} bytes exceeds the limit of {limit}")
         }
         AppendError::StoreFull { limit, .. } => store_full(*limit),
-        AppendError::Storage(_) => super::delivery::STORAGE_FAILED.to_owned(),
+        AppendError::Storage(crate::store::StoreError::SeqExhausted) => {
+            "the task has used every sequence number".into()
+        }
+        // Every other storage error of a write stops the store (fail-stop).
+        AppendError::Storage(_) => super::delivery::STORAGE_FAILED.into(),
     }
 }
 

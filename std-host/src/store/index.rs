@@ -8,7 +8,8 @@
 //!   order.
 //! - `tasks`: task id → the host's `TaskRecord` as JSON.
 //! - `floors`: task id → the earliest seq retention keeps (u64 big endian); absent means 0.
-//! - `meta`: `checkpoint` → the WAL LSN from which recovery replays (u64 big endian).
+//! - `meta`: `checkpoint` → the WAL LSN from which recovery replays (u64 big endian);
+//!   `hole:<task id>` → present if a repair knowingly left a hole in that task's seqs.
 //!
 //! Every change is applied through [`Index::apply`] from a log record, and every record is a
 //! blind write (a put or a delete of keys it names), so replaying a log suffix over a state that
@@ -36,7 +37,7 @@ const CACHE_BYTES: u64 = 64 << 20;
 /// The sled database (none in memory) and its trees.
 pub(crate) struct Index {
     db: Option<sled::Db>,
-    events: Tree,
+    pub(crate) events: Tree,
     tasks: Tree,
     floors: Tree,
     meta: Tree,
@@ -122,6 +123,9 @@ impl Index {
             }
             Record::Remove { task_id } => {
                 self.delete_events(task_id, None, true)?;
+                self.meta
+                    .remove(&hole_key(task_id))
+                    .map_err(|e| StoreError::index("removing a hole mark", e))?;
                 self.floors
                     .remove(task_id.as_bytes())
                     .map_err(|e| StoreError::index("removing a floor", e))?;
@@ -239,12 +243,32 @@ impl Index {
     pub(crate) fn copy_from(&self, from: &Index) -> Result<u64, StoreError> {
         copy_tree(&from.tasks, &self.tasks)?;
         copy_tree(&from.floors, &self.floors)?;
+        // The hole marks (and the old checkpoint LSN, which the rebuild then replaces).
+        copy_tree(&from.meta, &self.meta)?;
         copy_tree(&from.events, &self.events)
     }
 
     /// sled's directory (none when temporary).
     pub(crate) fn dir(&self) -> Option<&Path> {
         self.files.as_ref().map(|(dir, _)| dir.as_path())
+    }
+
+    /// Marks that a repair knowingly left a hole in a task's seqs (events lost to damage, or
+    /// seqs skipped so none is used twice), so later opens do not refuse it as damage. Durable
+    /// with the next [`flush`](Self::flush).
+    pub(crate) fn mark_hole(&self, task_id: &str) -> Result<(), StoreError> {
+        self.meta
+            .insert(&hole_key(task_id), b"1")
+            .map_err(|e| StoreError::index("writing a hole mark", e))?;
+        Ok(())
+    }
+
+    /// Whether a repair left a hole in the task's seqs ([`mark_hole`](Self::mark_hole)).
+    pub(crate) fn has_hole(&self, task_id: &str) -> Result<bool, StoreError> {
+        self.meta
+            .get(&hole_key(task_id))
+            .map(|v| v.is_some())
+            .map_err(|e| StoreError::index("reading a hole mark", e))
     }
 
     /// The LSN recovery replays from.
@@ -323,6 +347,13 @@ pub(crate) fn encode_into(rec: &Record<'_>, out: &mut Vec<u8>) -> Result<(), Sto
     Ok(())
 }
 
+/// The `meta` key of a task's hole mark.
+fn hole_key(task_id: &str) -> Vec<u8> {
+    let mut key = b"hole:".to_vec();
+    key.extend_from_slice(task_id.as_bytes());
+    key
+}
+
 fn task_prefix(task_id: &str) -> Vec<u8> {
     let id = task_id.as_bytes();
     let mut key = Vec::with_capacity(1 + id.len() + 8);
@@ -330,6 +361,12 @@ fn task_prefix(task_id: &str) -> Vec<u8> {
     key.push(u8::try_from(id.len()).unwrap_or(u8::MAX));
     key.extend_from_slice(id);
     key
+}
+
+/// The `events` key of a task's seq, for tests that damage an index.
+#[cfg(test)]
+pub(crate) fn event_key_for_tests(task_id: &str, seq: u64) -> Vec<u8> {
+    event_key(task_id, Seq::new(seq).unwrap_or(Seq::MAX))
 }
 
 fn event_key(task_id: &str, seq: Seq) -> Vec<u8> {

@@ -21,12 +21,19 @@
 //! | `tree` | one tree of the index: a sled tree, or (`--in-memory`) an ordered map in process memory |
 //! | `layout` | which index directory is in use (`INDEX`), the atomic switch to a rebuilt one, deleting stale ones |
 //! | `engine` | the in-memory task table, per-task append locks, retention, checkpoints, index rebuilds |
-//! | `recovery` | [`Store::open`]: lock, replay the log into sled, rebuild, fail the tasks that were running |
+//! | `recovery` | [`Store::open`] and [`Store::repair`]: lock, replay the log into sled, check it against the checkpoint record, refuse (or repair) damage, fail the tasks that were running |
+//! | `checkpoint` | `CHECKPOINT`: the last checkpoint's LSN and every task's next seq then, to tell an index that lost data |
 //! | `fsutil` | owner-only files and dirs, directory fsync, the data dir lock |
 //!
 //! On disk (`DATA_DIR`, mode 0700, files 0600): `LOCK` (flock: one server per data dir),
-//! `wal/<LSN>.wal` (the log since the last checkpoint), `index/` or `index.<n>/` (sled) and
-//! `INDEX` (which index dir is in use, once there has been a rebuild).
+//! `wal/<LSN>.wal` (the log since the last checkpoint), `index/` or `index.<n>/` (sled),
+//! `INDEX` (which index dir is in use, once there has been a rebuild) and `CHECKPOINT` (the
+//! checkpoint record).
+//!
+//! Damage is never taken for a torn write: a bad record that is not the log's tail, missing
+//! log, or an index that holds less than its checkpoint record says makes [`Store::open`]
+//! refuse with [`StoreError::Damaged`]; [`Store::repair`] goes past it without ever reusing a
+//! seq. A failed write or flush stops the store for good ([`Store::has_failed`]).
 //!
 //! Every change is a core log record (`taskstream_core::record`), written to the log first and
 //! then applied to sled. An append holds its task's lock across seq allocation, the log write,
@@ -64,7 +71,7 @@ pub use error::StoreError;
 pub use raw::RawEvent;
 pub use wal::{Damage, TornTail, WalError, WalStats};
 
-/// The event type of status transitions (INTERFACE.md, "Tools the server offers").
+/// The event type of status transitions (docs/interface.md, "Tools the server offers").
 pub const STATUS_EVENT_TYPE: &str = "dev.taskstream.task.status";
 
 /// When an appended event is durable.

@@ -99,6 +99,14 @@ pub(crate) fn open(config: StoreConfig, now: Millis, mode: Mode) -> Result<Store
             };
             let index = match open_index(&generation.dir) {
                 Ok(index) => index,
+                // An I/O error (a full disk, a failing device) is not damage.
+                Err(
+                    e @ (StoreError::Io { .. }
+                    | StoreError::Index {
+                        source: sled::Error::Io(_),
+                        ..
+                    }),
+                ) => return Err(e),
                 Err(e) if repair => {
                     let aside = set_aside(dir, &generation.dir)?;
                     report.repairs.push(format!(
@@ -172,7 +180,34 @@ pub(crate) fn open(config: StoreConfig, now: Millis, mode: Mode) -> Result<Store
             )
         }
     };
-    let tasks = load_tasks(&index)?;
+    let mut holes = Vec::new();
+    let tasks = load_tasks(&index, &mut holes)?;
+    let mut unexplained = Vec::new();
+    for (id, n) in holes {
+        if !index.has_hole(&id)? {
+            unexplained.push(format!("{id} ({n} events)"));
+            if repair {
+                index.mark_hole(&id)?;
+            }
+        }
+    }
+    if !unexplained.is_empty() {
+        unexplained.sort();
+        let what = format!(
+            "the index{} lost events: {} task(s) are missing some of their retained events, \
+             e.g. {}",
+            expected
+                .as_ref()
+                .map(|e| format!(" in {}", e.index_dir.display()))
+                .unwrap_or_default(),
+            unexplained.len(),
+            unexplained[0]
+        );
+        match &config.data_dir {
+            Some(dir) if !repair => return Err(StoreError::damaged(dir, what)),
+            _ => report.repairs.push(what),
+        }
+    }
     // Tasks the index lost, and the seq each running one must end after.
     let mut floors: HashMap<String, u64> = HashMap::new();
     if let (Some(expected), Some(dir)) = (&expected, &config.data_dir) {
@@ -241,6 +276,9 @@ pub(crate) fn open(config: StoreConfig, now: Millis, mode: Mode) -> Result<Store
             let floor = floors.get(id).copied().unwrap_or(0);
             let target = st.next.get().max(floor).saturating_add(lost);
             let target = Seq::new(target).unwrap_or(Seq::MAX);
+            if st.next < target {
+                index.mark_hole(id)?;
+            }
             while st.next < target {
                 st.sizes.push_back(0);
                 st.next = st.next.next().unwrap_or(Seq::MAX);
@@ -347,6 +385,7 @@ fn event_sizes(
     id: &str,
     earliest: Seq,
     next: Seq,
+    missing: &mut u64,
 ) -> Result<VecDeque<u32>, StoreError> {
     let mut sizes = VecDeque::new();
     let mut expected = earliest;
@@ -358,6 +397,7 @@ fn event_sizes(
         };
         while expected < ev.seq {
             sizes.push_back(0);
+            *missing += 1;
             expected = expected.next().unwrap_or(Seq::MAX);
         }
         let size = ev.event_type.len() + ev.payload.len();
@@ -366,6 +406,7 @@ fn event_sizes(
     }
     while expected < next {
         sizes.push_back(0);
+        *missing += 1;
         expected = expected.next().unwrap_or(Seq::MAX);
     }
     Ok(sizes)
@@ -376,23 +417,35 @@ fn slot_is_running(slot: &Arc<Slot>) -> bool {
     !st.record.status.is_terminal()
 }
 
-/// Rebuilds the task table from sled: each task's record, earliest and next seq.
-fn load_tasks(index: &Index) -> Result<HashMap<String, Arc<Slot>>, StoreError> {
+/// Rebuilds the task table from sled: each task's record, earliest and next seq. `holes` gets
+/// every task whose retained seqs (from its retention floor to its next seq) are not all
+/// stored, with how many are missing: the store never leaves such a hole itself (a truncation
+/// deletes below the floor it sets), so it is lost data unless a repair left it.
+fn load_tasks(
+    index: &Index,
+    holes: &mut Vec<(String, u64)>,
+) -> Result<HashMap<String, Arc<Slot>>, StoreError> {
     let mut tasks = HashMap::new();
     for item in index.tasks() {
         let (id, json) = item?;
         let record: TaskRecord = serde_json::from_slice(&json)
             .map_err(|e| StoreError::Corrupt(format!("record of task {id:?}: {e}")))?;
         let floor = index.floor(&id)?;
+        let mut missing = 0;
         let (earliest, next) = match index.bounds(&id)? {
+            // Every event aged out (the floor is then past the last one).
             None => (floor, floor),
             Some((first, last)) => {
                 // 2^53 events cannot be reached; saturate rather than refuse to open.
                 let next = last.next().unwrap_or(Seq::MAX).max(floor);
+                missing += first.distance_from(floor);
                 (first.max(floor), next)
             }
         };
-        let sizes = event_sizes(index, &id, earliest, next)?;
+        let sizes = event_sizes(index, &id, earliest, next, &mut missing)?;
+        if missing > 0 {
+            holes.push((id.clone(), missing));
+        }
         let bytes = sizes.iter().copied().map(u64::from).sum();
         tasks.insert(
             id,
@@ -410,4 +463,87 @@ fn load_tasks(index: &Index) -> Result<HashMap<String, Arc<Slot>>, StoreError> {
         );
     }
     Ok(tasks)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::{DEFAULT_MAX_STORE_BYTES, STATUS_EVENT_TYPE};
+    use taskstream_core::RetentionPolicy;
+
+    fn config(dir: &Path) -> StoreConfig {
+        StoreConfig {
+            data_dir: Some(dir.to_owned()),
+            durability: Durability::Group,
+            retention: RetentionPolicy::DEFAULT,
+            max_store_bytes: DEFAULT_MAX_STORE_BYTES,
+        }
+    }
+
+    fn record(id: &str) -> TaskRecord {
+        TaskRecord {
+            task_id: id.to_owned(),
+            principal: "local".to_owned(),
+            tool: "emit".to_owned(),
+            status: TaskStatus::Working,
+            status_message: None,
+            created_at: Millis(1),
+            last_updated_at: Millis(1),
+            ttl_ms: None,
+            poll_interval_ms: 100,
+            result: None,
+            error: None,
+        }
+    }
+
+    #[test]
+    fn events_missing_from_the_index_are_refused_and_a_repaired_hole_is_not() {
+        let dir = tempfile::tempdir().unwrap();
+        {
+            let store = Store::open(config(dir.path()), Millis(1)).unwrap();
+            store.create_task(record("t"), Millis(1)).unwrap();
+            for i in 0..20 {
+                store
+                    .append(
+                        "t",
+                        "dev.taskstream.tick",
+                        format!("{{\"i\":{i}}}").as_bytes(),
+                        Millis(2),
+                    )
+                    .unwrap();
+            }
+            store
+                .finish("t", TaskStatus::Completed, None, None, None, Millis(3))
+                .unwrap();
+        }
+        // Events 5 and 6 go missing from the index, its bounds and the checkpoint intact.
+        {
+            let index = Index::open(Some(&dir.path().join("index"))).unwrap();
+            for seq in [5, 6] {
+                index
+                    .events
+                    .remove(&super::super::index::event_key_for_tests("t", seq))
+                    .unwrap();
+            }
+            index.flush(true).unwrap();
+        }
+        let err = Store::open(config(dir.path()), Millis(4))
+            .err()
+            .expect("refused");
+        let shown = err.to_string();
+        assert!(shown.contains("lost events"), "{shown}");
+        assert!(shown.contains("t (2 events)"), "{shown}");
+        assert!(shown.contains("taskstream repair --data-dir"), "{shown}");
+        // A repair goes on with the hole and marks it; later opens accept it.
+        {
+            let store = Store::repair(config(dir.path()), Millis(4)).unwrap();
+            assert_eq!(store.recovery().repairs.len(), 1, "{:?}", store.recovery());
+            let mut out = Vec::new();
+            let read = store.try_read_from("t", Seq::new(5).unwrap(), 10, &mut out);
+            assert!(read.is_err(), "a read into the hole is an error: {out:?}");
+        }
+        let store = Store::open(config(dir.path()), Millis(5)).unwrap();
+        let last = store.event("t", Seq::new(21).unwrap()).unwrap();
+        assert_eq!(last.event_type, STATUS_EVENT_TYPE);
+    }
 }

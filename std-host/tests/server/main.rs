@@ -1,6 +1,6 @@
 //! Black-box tests of `taskstream serve`: the real binary over pipes. One test binary with
 //! modules; every wait is for a specific line with a deadline. Requirement IDs are those of
-//! MCP-DIGEST.md (c).
+//! `docs/specification/requirements.md`.
 
 mod client;
 mod crash;

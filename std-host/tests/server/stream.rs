@@ -1,4 +1,4 @@
-//! `tasks/stream`: every rule of SEP-2694 the server must keep, by the IDs of MCP-DIGEST (c).
+//! `tasks/stream`: every rule of SEP-2694 the server must keep, by the IDs of `docs/specification/requirements.md`.
 
 use std::time::Duration;
 
@@ -278,7 +278,10 @@ fn ts05_ts06_second_stream_for_a_task_is_refused() {
     let mut s = Server::legacy(&[]);
     let task = start(&mut s, json!({"count": 1000, "interval_ms": 20}));
     let first = stream(&mut s, json!({"taskId": task}));
-    s.recv("first event", |v| v["params"]["taskId"] == task.as_str());
+    // Seq 1 exists, so that `after: 1` below is a valid cursor (not `cursor_ahead`).
+    s.recv("event 1", |v| {
+        v["params"]["taskId"] == task.as_str() && v["params"]["seq"] == 1
+    });
     // Refused as stream_active even with a cursor that would be events_gone or ahead.
     for params in [json!({"taskId": task}), json!({"taskId": task, "after": 0})] {
         let r = s.call("tasks/stream", params);

@@ -289,3 +289,43 @@ fn ttl_is_echoed_capped_and_kept_at_least_from_creation() {
     let seqs: Vec<u64> = events.iter().filter_map(|e| e["seq"].as_u64()).collect();
     assert_eq!(seqs, vec![0, 1, 2, 3, 4]);
 }
+
+/// The chapter shows the status payloads and the `tasks/get` `_meta` the server sends: the
+/// `cancelled` payload with its `message`, and `dev.taskstream/events` with its three fields.
+#[test]
+fn the_chapter_shows_the_status_payload_and_events_meta_the_server_sends() {
+    let chapter = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../docs/specification/tasks-stream.md"
+    ))
+    .expect("the chapter");
+    let mut s = Server::legacy(&[]);
+    let task = legacy_task(&mut s, json!({"count": 100, "interval_ms": 50}));
+    s.ok("tasks/cancel", json!({"taskId": task}));
+    let id = s.request("tasks/stream", json!({"taskId": task}));
+    let (events, _) = s.collect_stream(id, &task);
+    let last = events.last().expect("a terminal status event");
+    assert_eq!(last["type"], "dev.taskstream.task.status");
+    let payload = &last["payload"];
+    assert_eq!(payload["status"], "cancelled", "{payload}");
+    let shown = format!(
+        "`{{\"status\": \"cancelled\", \"message\": {}}}`",
+        payload["message"]
+    );
+    assert!(
+        chapter.contains(&shown),
+        "the chapter does not show {shown}"
+    );
+    let g = s.ok("tasks/get", json!({"taskId": task}));
+    let meta = g["_meta"]["dev.taskstream/events"]
+        .as_object()
+        .expect("the events meta");
+    assert!(chapter.contains("`_meta[\"dev.taskstream/events\"]`"));
+    for key in meta.keys() {
+        assert!(
+            chapter.contains(&format!("\"{key}\": ")),
+            "the chapter does not document {key}"
+        );
+    }
+    assert_eq!(meta.len(), 3, "{g}");
+}

@@ -15,7 +15,7 @@
 //!   - RS-07: no answer to those two is a result that skips the dropped events silently;
 //!   - EG-01: the error's `earliestSeq` is `last + 1`, the only value from which the SEP's
 //!     recovery (`after = earliestSeq - 1`) resumes; a lower one names a dropped event as
-//!     retained (the SEP leaves the value open when nothing is retained: MCP digest, A-03);
+//!     retained (the SEP leaves the value open when nothing is retained: A-03);
 //!   - RS-04: `after = last` gets the result at once with no event: nothing above the cursor
 //!     was ever assigned, so nothing is missing, even with nothing retained;
 //!   - RS-02: `after = last + 1` still gets -32602: the last seq is known without any event.

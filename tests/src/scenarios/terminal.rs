@@ -42,7 +42,7 @@ const BAD_AFTER: [(Id, &str); 13] = [
     (Id::Rs01, "true"),
     (Id::Rs01, "[1]"),
     (Id::Rs01, "{}"),
-    // Integers in value but not integer literals (MCP digest, A-02).
+    // Integers in value but not integer literals.
     (Id::Rs02, "1.0"),
     (Id::Rs02, "1e0"),
     (Id::Rs02, "1e2"),

@@ -46,7 +46,7 @@ pub(crate) struct Session {
     replies: HashMap<u64, Reply>,
     streams: Vec<StreamRec>,
     known_tasks: BTreeSet<String>,
-    /// Tasks `tasks/get` has shown terminal: their history is final (MCP digest, A-04).
+    /// Tasks `tasks/get` has shown terminal: their history is final.
     terminal_tasks: BTreeSet<String>,
     /// `tools/call` requests awaiting their answer: an event for a task not yet known may belong
     /// to the task being created.

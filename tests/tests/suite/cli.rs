@@ -28,12 +28,19 @@ fn a_failing_server_prints_the_broken_rule_and_exits_1() {
     let lines: Vec<&str> = text.lines().collect();
     assert_eq!(lines.first(), Some(&"# modern era (2026-07-28)"), "{text}");
     let fail = lines.iter().find(|line| line.starts_with("FAIL ")).unwrap();
-    assert!(fail.starts_with("FAIL EV-03: "), "{text}");
-    assert!(lines.contains(&"PASS EV-04"), "{text}");
+    assert!(
+        fail.starts_with("FAIL EV-03 sep-2694-event-seq-contiguous: "),
+        "{text}"
+    );
+    assert!(
+        lines.contains(&"PASS EV-04 sep-2694-event-delivered-in-order"),
+        "{text}"
+    );
     assert!(
         lines
             .iter()
-            .any(|line| line.starts_with("SKIP RS-03b: needs --small-retention-cmd")),
+            .any(|line| line.starts_with("SKIP RS-03b sep-2694-")
+                && line.contains(": needs --small-retention-cmd")),
         "{text}"
     );
     // 34 MUST checks: EV-03 failed; TS-01, RS-06 and three events_gone checks skipped (RS-07
@@ -52,11 +59,17 @@ fn a_correct_server_exits_0_with_the_small_retention_command() {
     let output = suite(&["--era", "legacy", "--small-retention-cmd", &small], None);
     let text = stdout(&output);
     assert!(text.starts_with("# legacy era (2025-11-25)\n"), "{text}");
-    assert!(text.contains("\nPASS RS-03b\n"), "{text}");
-    assert!(text.contains("\nPASS SE-07 (should)\n"), "{text}");
+    assert!(
+        text.contains("\nPASS RS-03b sep-2694-after-dropped-events-gone\n"),
+        "{text}"
+    );
+    assert!(
+        text.contains("\nPASS SE-07 sep-2694-concurrent-stream-limit (should)\n"),
+        "{text}"
+    );
     assert!(
         text.contains(
-            "\nSKIP RS-06: needs a terminal task with nothing retained: give --aged-retention-cmd"
+            "\nSKIP RS-06 sep-2694-no-after-nothing-retained: needs a terminal task with nothing retained: give --aged-retention-cmd"
         ),
         "{text}"
     );
@@ -86,7 +99,10 @@ fn a_correct_server_exits_0_with_both_retention_commands() {
     ];
     let output = suite(&options, None);
     let text = stdout(&output);
-    assert!(text.contains("\nPASS RS-06\n"), "{text}");
+    assert!(
+        text.contains("\nPASS RS-06 sep-2694-no-after-nothing-retained\n"),
+        "{text}"
+    );
     // Only TS-01 and the modern `_meta` rules skipped.
     assert!(
         text.ends_with("should: 3 met, 0 warned, 0 skipped\n31 passed, 0 failed, 3 skipped\n"),

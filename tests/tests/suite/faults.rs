@@ -42,7 +42,7 @@ const fn breaks(fault: &'static str, both: &'static [&'static str]) -> Breaks {
 ///   retained range; gone-off-by-one breaks the two of them that speak of the boundary;
 /// - stream-loose-match and stream-skips-lookup: SE-01 is "tasks/stream refuses as tasks/get
 ///   does", which any leak (SE-03) or any lax answer to an unknown task (DX-02) breaks.
-const FAULTS: [Breaks; 40] = [
+const FAULTS: [Breaks; 41] = [
     breaks("skip-seq", &["EV-03"]),
     breaks("drop-live-event", &["RS-07"]),
     breaks("drop-history-tail", &["RS-07"]),
@@ -69,6 +69,8 @@ const FAULTS: [Breaks; 40] = [
     breaks("no-after-live-only", &["RS-05"]),
     breaks("live-before-replay", &["EV-04", "DX-07"]),
     breaks("gone-wrong-earliest", &["EG-01"]),
+    // The other checks recognise events_gone by data.reason, as clients do: the code is EG-01's.
+    breaks("gone-other-code", &["EG-01"]),
     breaks("no-events-gone", &["RS-03b", "RS-07", "RT-04"]),
     breaks("gone-off-by-one", &["RT-04", "RS-07"]),
     breaks("stream-loose-match", &["SE-01", "SE-03"]),
@@ -188,6 +190,7 @@ fault_tests! {
     no_after_live_only => "no-after-live-only",
     live_before_replay => "live-before-replay",
     gone_wrong_earliest => "gone-wrong-earliest",
+    gone_other_code => "gone-other-code",
     no_events_gone => "no-events-gone",
     gone_off_by_one => "gone-off-by-one",
     stream_loose_match => "stream-loose-match",

@@ -1,9 +1,11 @@
 //! The suite's own tests, in one binary: the suite run against `faulty-server` (every check can
-//! fail, and fails only for its own rule), the command line, and the traceability file.
+//! fail, and fails only for its own rule), the command line, the traceability file, and the
+//! requirement file (every cited ID defined, every cited file present).
 #![allow(clippy::unwrap_used)]
 
 mod cli;
 mod faults;
+mod requirements;
 mod traceability;
 
 use std::time::Duration;

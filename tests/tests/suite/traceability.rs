@@ -1,11 +1,12 @@
-//! `sep-2694.yaml` covers every requirement ID of the SEP-2694 checklist, and agrees with the
-//! suite's own table of checks.
+//! `sep-2694.yaml` covers every requirement ID of the SEP-2694 checklist, in the format of the
+//! MCP conformance repository's SEP files (`check` + `text` rows, then `text` + `excluded` rows;
+//! MAY sentences have no row), and agrees with the suite's own table of checks.
 
 use std::collections::BTreeMap;
 
 use taskstream_conformance::{check, Level, CHECKS};
 
-/// The IDs of the SEP-2694 checklist (MCP digest, section (c)); RS-03 is traced as its two
+/// The IDs of the SEP-2694 checklist (docs/specification/requirements.md); RS-03 is traced as its two
 /// branches.
 const CHECKLIST: &[&str] = &[
     "TS-01", "TS-02", "TS-03", "TS-04", "TS-05", "TS-06", "TS-07", "TS-08", //
@@ -20,17 +21,41 @@ const CHECKLIST: &[&str] = &[
     "DX-01", "DX-02", "DX-03", "DX-04", "DX-05", "DX-06", "DX-07",
 ];
 
-/// One `requirements` row: its fields, unquoted.
+/// One `requirements` row: its ID and keyword (from the comment above it) and its fields,
+/// unquoted, in file order.
 #[derive(Debug, Default)]
 struct Row {
+    id: String,
+    keyword: String,
+    keys: Vec<String>,
     fields: BTreeMap<String, String>,
 }
 
-/// Reads the rows of the file: a row starts at `  - id: `, and its fields are the `key: value`
-/// lines indented under it.
-fn rows(text: &str) -> Vec<Row> {
+/// The file, read as the conformance repository writes it: rows start at `  - `, their fields
+/// are the `key: value` lines under them; the comment line `  # ID · keyword` names the row
+/// that follows; `  # ID · keyword · no row: why` lists a requirement without a row.
+struct Traced {
+    rows: Vec<Row>,
+    no_row: BTreeMap<String, String>,
+}
+
+fn parse(text: &str) -> Traced {
     let mut rows: Vec<Row> = Vec::new();
+    let mut no_row = BTreeMap::new();
+    let mut pending: Option<(String, String)> = None;
     for line in text.lines() {
+        if let Some(comment) = line.strip_prefix("  # ") {
+            let parts: Vec<&str> = comment.split(" · ").collect();
+            let is_id = parts.first().is_some_and(|id| CHECKLIST.contains(id));
+            match parts.as_slice() {
+                [id, keyword, rest] if is_id && rest.starts_with("no row: ") => {
+                    no_row.insert((*id).to_owned(), (*keyword).to_owned());
+                }
+                [id, keyword] if is_id => pending = Some(((*id).to_owned(), (*keyword).to_owned())),
+                _ => {}
+            }
+            continue;
+        }
         let (starts_row, rest) = match line.strip_prefix("  - ") {
             Some(rest) => (true, rest),
             None => match line.strip_prefix("    ") {
@@ -42,7 +67,12 @@ fn rows(text: &str) -> Vec<Row> {
             continue;
         };
         if starts_row {
-            rows.push(Row::default());
+            let (id, keyword) = pending.take().unwrap_or_default();
+            rows.push(Row {
+                id,
+                keyword,
+                ..Row::default()
+            });
         }
         let value = value.trim();
         let value = value
@@ -50,71 +80,99 @@ fn rows(text: &str) -> Vec<Row> {
             .and_then(|v| v.strip_suffix('\''))
             .unwrap_or(value);
         if let Some(row) = rows.last_mut() {
+            row.keys.push(key.to_owned());
             row.fields.insert(key.to_owned(), value.replace("''", "'"));
         }
     }
-    rows
+    Traced { rows, no_row }
 }
 
-fn traced() -> BTreeMap<String, Row> {
+fn traced() -> Traced {
     let path = concat!(env!("CARGO_MANIFEST_DIR"), "/sep-2694.yaml");
     let text = std::fs::read_to_string(path).unwrap();
     assert!(text.contains("\nsep: 2694\n"));
-    assert!(text.contains("\ntitle: Resumable Task Event Streams\n"));
-    let mut by_id = BTreeMap::new();
-    for row in rows(&text) {
-        let id = row.fields.get("id").cloned().unwrap();
-        assert!(by_id.insert(id.clone(), row).is_none(), "{id} twice");
-    }
-    by_id
+    assert!(text.contains(
+        "\nspec_url: https://github.com/modelcontextprotocol/modelcontextprotocol/pull/2694\n"
+    ));
+    assert!(text.contains("\nrequirements:\n"));
+    parse(&text)
 }
 
 #[test]
-fn every_checklist_id_has_one_row_with_a_check_or_a_reason() {
-    let traced = traced();
-    let ids: Vec<&str> = traced.keys().map(String::as_str).collect();
+fn every_checklist_id_has_one_row_in_the_conformance_repository_format_or_none_as_a_may() {
+    let t = traced();
+    let mut ids: Vec<&str> = t.rows.iter().map(|r| r.id.as_str()).collect();
+    ids.extend(t.no_row.keys().map(String::as_str));
+    ids.sort_unstable();
     let mut want = CHECKLIST.to_vec();
     want.sort_unstable();
-    assert_eq!(ids, want);
-    for (id, row) in &traced {
-        for key in ["keyword", "text"] {
-            assert!(
-                row.fields.get(key).is_some_and(|v| !v.is_empty()),
-                "{id} has no {key}"
-            );
+    assert_eq!(ids, want, "each ID once: a row, or listed without one");
+    let mut excluded_seen = false;
+    for row in &t.rows {
+        let id = &row.id;
+        assert!(!id.is_empty(), "a row without an ID comment: {row:?}");
+        // check rows: `check` first, then `text`; excluded rows: `text`, then `excluded`.
+        let shape: Vec<&str> = row.keys.iter().map(String::as_str).collect();
+        match shape.as_slice() {
+            ["check", "text"] => {
+                assert!(!excluded_seen, "{id}: a check row after the excluded ones")
+            }
+            ["text", "excluded"] => excluded_seen = true,
+            other => panic!("{id}: fields {other:?}, not check+text or text+excluded"),
         }
-        let has_check = row.fields.contains_key("check");
-        let has_reason = row.fields.contains_key("not_testable");
         assert!(
-            has_check != has_reason,
-            "{id}: one of check or not_testable"
+            row.fields.values().all(|v| !v.is_empty()),
+            "{id}: an empty field"
+        );
+        assert!(
+            !matches!(row.keyword.as_str(), "MAY" | "guidance"),
+            "{id}: a {} has no row in the conformance repository's format",
+            row.keyword
+        );
+    }
+    for (id, keyword) in &t.no_row {
+        assert!(
+            matches!(keyword.as_str(), "MAY" | "guidance"),
+            "{id} is a {keyword}"
         );
     }
 }
 
 #[test]
 fn rows_with_a_check_name_the_suites_check_and_its_level() {
-    let traced = traced();
-    for (id, row) in &traced {
+    let t = traced();
+    for row in &t.rows {
         let Some(name) = row.fields.get("check") else {
             continue;
         };
+        let id = row.id.as_str();
         let check = check(id).unwrap_or_else(|| panic!("{id} is traced to {name}, not a check"));
         assert_eq!(name, check.name, "{id}");
-        let keyword = row.fields.get("keyword").map(String::as_str).unwrap_or("");
-        let level = match keyword {
+        let level = match row.keyword.as_str() {
             "SHOULD" => Level::Should,
-            "MAY" => Level::May,
             _ => Level::Must,
         };
-        assert_eq!(level, check.level, "{id} is a {keyword}");
+        assert_eq!(level, check.level, "{id} is a {}", row.keyword);
     }
     for check in &CHECKS {
-        assert_eq!(
-            traced.get(check.id).and_then(|row| row.fields.get("check")),
-            Some(&check.name.to_owned()),
-            "{} is checked but not traced",
-            check.id
-        );
+        let traced_as = t
+            .rows
+            .iter()
+            .find(|row| row.id == check.id)
+            .and_then(|row| row.fields.get("check"));
+        match check.level {
+            // A MAY has no row; it is listed with the check that reports it.
+            Level::May => assert!(
+                t.no_row.contains_key(check.id),
+                "{} is not listed",
+                check.id
+            ),
+            _ => assert_eq!(
+                traced_as,
+                Some(&check.name.to_owned()),
+                "{} is checked but not traced",
+                check.id
+            ),
+        }
     }
 }

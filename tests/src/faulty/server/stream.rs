@@ -6,8 +6,8 @@ use std::io::Write;
 use serde_json::{json, Value};
 
 use super::{error, Answer, RpcError, Server, MAX_SEQ};
-use crate::fault::Fault;
-use crate::task::Status;
+use crate::faulty::fault::Fault;
+use crate::faulty::task::Status;
 
 /// An active `tasks/stream` request.
 #[derive(Debug)]
@@ -114,7 +114,12 @@ impl<W: Write> Server<W> {
                 } else {
                     earliest
                 };
-                let mut e = error(-32010, "Task events are no longer available");
+                let code = if self.has(Fault::GoneOtherCode) {
+                    -32602
+                } else {
+                    -32010
+                };
+                let mut e = error(code, "Task events are no longer available");
                 e.data = Some(
                     json!({"reason": "events_gone", "taskId": task_id, "earliestSeq": reported}),
                 );
@@ -122,10 +127,28 @@ impl<W: Write> Server<W> {
             }
         }
         let running = !task.status.is_terminal();
+        // gone-on-resume: the first resume of a task finds the events up to after + 1 dropped.
+        if let Some(after) = after {
+            let resumable = task.last_seq.is_some_and(|last| after < last);
+            if self.has(Fault::GoneOnResume) && resumable && self.resumed.insert(task_id.clone()) {
+                let gone = after + 2;
+                if let Some(task) = self.tasks.get_mut(&task_id) {
+                    task.drop_below(gone);
+                }
+                let mut e = error(-32010, "Task events are no longer available");
+                e.data =
+                    Some(json!({"reason": "events_gone", "taskId": task_id, "earliestSeq": gone}));
+                return Err(e);
+            }
+        }
+        let Some(task) = self.tasks.get(&task_id) else {
+            return Err(self.unknown_task());
+        };
         let next = match after {
             None if running && self.has(Fault::NoAfterLiveOnly) => task.next_seq,
             None => earliest,
             Some(after) if self.has(Fault::ReplayIncludesCursor) => after,
+            Some(after) if self.has(Fault::DuplicateOnResume) => after.saturating_sub(1),
             Some(after)
                 if self.has(Fault::AfterLastNotImmediate)
                     && !running
@@ -221,6 +244,8 @@ impl<W: Write> Server<W> {
             held = false;
         }
         let cut = stream.cut.unwrap_or(u64::MAX);
+        // close-early: at most 3 events per stream while the task runs, then the result.
+        let early_limit = (self.has(Fault::CloseEarly) && !terminal).then_some(3usize);
         while let Some(record) = task.first_from(next).filter(|r| r.seq < cut) {
             let seq = record.seq;
             if self.has(Fault::DropLiveEvent) && seq == 3 && live == Some(3) {
@@ -238,6 +263,9 @@ impl<W: Write> Server<W> {
                     break;
                 }
             }
+            if early_limit.is_some_and(|limit| stream.delivered + out.len() >= limit) {
+                break;
+            }
             out.push((seq, live == Some(seq)));
             next = seq + 1;
         }
@@ -250,7 +278,8 @@ impl<W: Write> Server<W> {
             .collect();
         let delivered = stream.delivered + notes.len();
         let saw_live = stream.saw_live || out.iter().any(|(_, is_live)| *is_live);
-        let finished = terminal && task.first_from(next).is_none_or(|r| r.seq >= cut);
+        let finished = terminal && task.first_from(next).is_none_or(|r| r.seq >= cut)
+            || early_limit.is_some_and(|limit| delivered >= limit);
         let close = finished && !stream.hang && !(self.has(Fault::NeverClose) && delivered > 0);
         // empty-left-open: the result goes out, but the stream stays active and never answers again.
         let linger = close && stream.linger;

@@ -11,8 +11,8 @@ mod stream;
 
 use stream::Stream;
 
-use crate::fault::{Fault, Faults};
-use crate::task::{Emit, Record, Status, Task};
+use crate::faulty::fault::{Fault, Faults};
+use crate::faulty::task::{Emit, Record, Status, Task};
 
 const TASKS_EXTENSION: &str = "io.modelcontextprotocol/tasks";
 const RELATED_TASK: &str = "io.modelcontextprotocol/related-task";
@@ -60,6 +60,8 @@ pub(crate) struct Server<W: Write> {
     streams: Vec<Stream>,
     /// Tasks a stream followed live to their end (drop-history-tail).
     followed: BTreeSet<String>,
+    /// Tasks resumed with `after` once already (gone-on-resume).
+    resumed: BTreeSet<String>,
     /// The task a `tools/call` is creating right now (push-unsolicited).
     creating: Option<String>,
     rng: u64,
@@ -74,6 +76,7 @@ impl<W: Write> Server<W> {
             tasks: BTreeMap::new(),
             streams: Vec::new(),
             followed: BTreeSet::new(),
+            resumed: BTreeSet::new(),
             creating: None,
             rng: seed | 1,
         }

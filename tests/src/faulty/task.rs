@@ -116,7 +116,7 @@ impl Task {
     }
 
     /// The oldest retained seq; when nothing is retained, the next seq to be assigned
-    /// (MCP digest, A-03).
+    ///
     pub(crate) fn earliest(&self) -> u64 {
         self.log.front().map_or(self.next_seq, |r| r.seq)
     }
@@ -135,6 +135,14 @@ impl Task {
         self.last_seq = Some(record.seq);
         self.log.push_back(record);
         while self.log.len() > max_events {
+            self.log.pop_front();
+            self.dropped = true;
+        }
+    }
+
+    /// Drops every event below `seq`, as retention would (gone-on-resume).
+    pub(crate) fn drop_below(&mut self, seq: u64) {
+        while self.log.front().is_some_and(|r| r.seq < seq) {
             self.log.pop_front();
             self.dropped = true;
         }

@@ -32,6 +32,7 @@ pub(crate) enum Fault {
     NoAfterLiveOnly,
     LiveBeforeReplay,
     GoneWrongEarliest,
+    GoneOtherCode,
     NoEventsGone,
     GoneOffByOne,
     StreamLooseMatch,
@@ -46,10 +47,13 @@ pub(crate) enum Fault {
     EmptyLeftOpen,
     DropOnTerminal,
     NoStreams,
+    CloseEarly,
+    DuplicateOnResume,
+    GoneOnResume,
 }
 
 /// Every fault: its name on the command line and what it does.
-pub(crate) const FAULTS: [(&str, Fault, &str); 40] = [
+pub(crate) const FAULTS: [(&str, Fault, &str); 41] = [
     (
         "skip-seq",
         Fault::SkipSeq,
@@ -177,6 +181,11 @@ pub(crate) const FAULTS: [(&str, Fault, &str); 40] = [
         "events_gone reports earliestSeq - 1",
     ),
     (
+        "gone-other-code",
+        Fault::GoneOtherCode,
+        "answers events_gone with code -32602 (data.reason still events_gone)",
+    ),
+    (
         "no-events-gone",
         Fault::NoEventsGone,
         "never answers events_gone: delivers what is retained",
@@ -248,6 +257,33 @@ pub(crate) const FAULTS: [(&str, Fault, &str); 40] = [
     ),
 ];
 
+/// The faults for client authors (`taskstream conformance-server --fault NAME`): each puts one
+/// client rule to the test, and the client rules it exercises.
+pub(crate) const CLIENT_FAULTS: [(&str, Fault, &str, &str); 3] = [
+    (
+        "close-early",
+        Fault::CloseEarly,
+        "RS-08, RS-09",
+        "closes every stream with its result after 3 events while the task still runs (TS-04 \
+         allows it): the client must reopen with after = the last seq it processed",
+    ),
+    (
+        "duplicate-on-resume",
+        Fault::DuplicateOnResume,
+        "RS-10, RS-11",
+        "a stream opened with after = k first delivers seqs k - 1 and k again: the client must \
+         tolerate them and drop them by (taskId, seq)",
+    ),
+    (
+        "gone-on-resume",
+        Fault::GoneOnResume,
+        "EG-02",
+        "the first stream opened with after = k on a task drops the task's events up to k + 1 and \
+         answers events_gone with earliestSeq = k + 2: the client must recover (after = \
+         earliestSeq - 1, or without after) or report the gap",
+    ),
+];
+
 /// The faults in force.
 #[derive(Clone, Debug, Default)]
 pub(crate) struct Faults(BTreeSet<Fault>);
@@ -259,12 +295,22 @@ impl Faults {
     ///
     /// The unknown name.
     pub(crate) fn add(&mut self, name: &str) -> Result<(), String> {
-        match FAULTS.iter().find(|(known, _, _)| *known == name) {
-            Some((_, fault, _)) => {
-                self.0.insert(*fault);
+        let server = FAULTS
+            .iter()
+            .find(|(known, _, _)| *known == name)
+            .map(|(_, fault, _)| *fault);
+        let client = CLIENT_FAULTS
+            .iter()
+            .find(|(known, _, _, _)| *known == name)
+            .map(|(_, fault, _, _)| *fault);
+        match server.or(client) {
+            Some(fault) => {
+                self.0.insert(fault);
                 Ok(())
             }
-            None => Err(format!("unknown fault {name:?}")),
+            None => Err(format!(
+                "unknown fault {name:?} (--list-faults, --list-client-faults)"
+            )),
         }
     }
 
