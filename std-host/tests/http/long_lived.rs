@@ -1,4 +1,4 @@
-//! Tasks that outlive the connection that created them (INTERFACE.md, "Added 2026-12-01").
+//! Tasks that outlive the connection that created them (docs/interface.md, "Added 2026-12-01").
 
 use std::time::Duration;
 

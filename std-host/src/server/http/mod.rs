@@ -1,5 +1,5 @@
 //! `taskstream serve --http HOST:PORT`: MCP Streamable HTTP at `/mcp`, both eras, as a thin
-//! adapter over the same protocol engine that serves stdio (INTERFACE.md, "Streamable HTTP").
+//! adapter over the same protocol engine that serves stdio (docs/interface.md, "Streamable HTTP").
 //!
 //! - **2026-07-28**: every `POST` is a connection of its own (stateless): a fresh engine
 //!   connection of the request's principal answers it. `Mcp-Method`, and `Mcp-Name` for
