@@ -10,6 +10,7 @@ use serde_json::{json, Map, Value};
 
 use crate::client::conn::{self, Connection, Inbound};
 use crate::client::error::{ClientError, Violation};
+use crate::client::http::{self, HttpLink};
 use crate::client::stream::EventStream;
 use crate::client::types::{
     CallOutcome, Era, EraChoice, ServerInfo, TaskInfo, ToolInfo, LEGACY_PROTOCOL_VERSION,
@@ -67,6 +68,8 @@ impl Default for ClientOptions {
 /// ```
 pub struct Client {
     conn: Connection,
+    /// The HTTP transport, for a client made by [`Client::connect_http`].
+    http: Option<HttpLink>,
     child: Mutex<Option<Child>>,
     info: ServerInfo,
     options: ClientOptions,
@@ -102,6 +105,7 @@ impl Client {
         match Self::handshake(&conn, &options) {
             Ok(info) => Ok(Client {
                 conn,
+                http: None,
                 child: Mutex::new(Some(child)),
                 info,
                 options,
@@ -133,10 +137,69 @@ impl Client {
         let info = Self::handshake(&conn, &options)?;
         Ok(Client {
             conn,
+            http: None,
             child: Mutex::new(None),
             info,
             options,
         })
+    }
+
+    /// Connects to a Streamable HTTP endpoint (`http://HOST:PORT/mcp`) in the 2026-07-28 era:
+    /// each request is one stateless `POST` carrying `Mcp-Method` (and `Mcp-Name`), with
+    /// `Authorization: Bearer TOKEN` when `token` is given; a `tasks/stream` is read from its
+    /// `text/event-stream` response, and cancelling it closes that response (the task runs on).
+    /// Everything else (routing, deadlines, [`EventStream`], resuming) is as on stdio.
+    ///
+    /// A request that cannot be sent (the server unreachable) fails with [`ClientError::Io`];
+    /// a failure after it was sent (a response cut short) ends the client as a broken pipe
+    /// ends a stdio one: make a new client to reconnect.
+    ///
+    /// # Errors
+    ///
+    /// [`ClientError::Unsupported`] for a URL other than `http://…`, a token with spaces, or
+    /// [`EraChoice::Legacy`] (2025-11-25 sessions are not spoken here); the errors of
+    /// `server/discover`, [`ClientError::Io`] when the server cannot be reached.
+    pub fn connect_http(
+        url: &str,
+        token: Option<&str>,
+        options: ClientOptions,
+    ) -> Result<Client, ClientError> {
+        if options.era == EraChoice::Legacy {
+            return Err(ClientError::Unsupported {
+                what: "the HTTP transport speaks 2026-07-28 only (no 2025-11-25 sessions)".into(),
+            });
+        }
+        let (inbox, writer, link) =
+            http::open(url, token, options.request_timeout, options.max_line_bytes)?;
+        let conn = Connection::new(Box::new(inbox), Box::new(writer), options.max_line_bytes)?;
+        let info = Self::discover(&conn, &options, options.request_timeout)?;
+        Ok(Client {
+            conn,
+            http: Some(link),
+            child: Mutex::new(None),
+            info,
+            options,
+        })
+    }
+
+    /// Cuts an HTTP client's connection as a network failure would: every open response
+    /// (streams included) is closed without cancelling anything, and every waiter, now and
+    /// later, gets [`ClientError::Closed`]. The server is not told; its tasks run on. For
+    /// exercising reconnects (make a new client and resume with the persisted cursor).
+    ///
+    /// # Errors
+    ///
+    /// [`ClientError::Unsupported`] for a stdio client (closing a stdio server's pipes ends it).
+    pub fn sever(&self) -> Result<(), ClientError> {
+        let Some(link) = &self.http else {
+            return Err(ClientError::Unsupported {
+                what: "sever: only an HTTP client can lose its connection and keep its server"
+                    .into(),
+            });
+        };
+        link.sever();
+        self.conn.wait_reader(self.options.exit_grace);
+        Ok(())
     }
 
     fn handshake(conn: &Connection, options: &ClientOptions) -> Result<ServerInfo, ClientError> {

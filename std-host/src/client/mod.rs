@@ -3,7 +3,7 @@
 //!
 //! | item | what it is |
 //! | --- | --- |
-//! | [`Client`] | one connection to a stdio server ([`Client::spawn`] a command, or [`Client::attach`] to any `Read` + `Write` pair), in the modern (2026-07-28) or legacy (2025-11-25) era, or probing for it; tools, Tasks and `tasks/stream` requests, each with a deadline |
+//! | [`Client`] | one connection to a stdio server ([`Client::spawn`] a command, or [`Client::attach`] to any `Read` + `Write` pair) or to a Streamable HTTP endpoint ([`Client::connect_http`], 2026-07-28 era), in the modern (2026-07-28) or legacy (2025-11-25) era, or probing for it; tools, Tasks and `tasks/stream` requests, each with a deadline |
 //! | [`EventStream`] | one raw `tasks/stream` request: events as the server sends them, then the result or an error; cancel with `notifications/cancelled` |
 //! | [`ResumableStream`] | following a task across reconnects: cursor committed only after the handler processed an event (RS-08), `after` on resume (RS-09), duplicates dropped by (taskId, seq) (RS-10, RS-11), seq continuity checked, related-task `_meta` checked (NT-01, NT-02), `events_gone` handled by a [`GonePolicy`] (EG-02) |
 //! | [`CursorStore`] | where cursors live: [`FileCursorStore`] (temp file, fsync, atomic rename) or [`MemoryCursorStore`] |
@@ -47,6 +47,7 @@
 mod conn;
 mod cursor;
 mod error;
+mod http;
 mod mcp_client;
 mod resume;
 mod stream;

@@ -1,11 +1,14 @@
 //! `taskstream demo`: the reviewer's walk-through of SEP-2694 on the real server.
 //!
-//! It starts `taskstream serve` (this same executable) as a child process on a fresh data dir,
-//! connects with [`crate::client`] in the modern era, runs a bundled trace as a task and
-//! streams it, cuts the stream part way, kills the server with SIGKILL, restarts it, shows the
-//! task's status and retained range without replaying, resumes with `after`, checks the log
-//! against what was received, then restarts with a retention of 5 events to show
-//! `events_gone` and the recovery SEP-2694 suggests. Each step prints what happens as it
+//! It starts `taskstream serve --http 127.0.0.1:0` (this same executable) as one long-lived
+//! child process on a fresh data dir, connects with [`crate::client`] over Streamable HTTP in
+//! the modern era, runs a bundled trace as a task and streams it; part way the client's
+//! connection is cut (the server and the task go on), the client reconnects and resumes from
+//! its persisted cursor while the task still produces, and a second client joins late and
+//! replays. Then it kills the server with SIGKILL, restarts it, shows the task's status and
+//! retained range without replaying, resumes with `after`, checks the log against what was
+//! received, then restarts with a retention of 5 events to show `events_gone` and the recovery
+//! SEP-2694 suggests. Each step prints what happens as it
 //! happens; the last prints a verdict table of the properties checked, each with its
 //! requirement ID. Exit status 0 only if every check held.
 //!
@@ -47,10 +50,11 @@ taskstream demo: a walk-through of SEP-2694 resumable task event streams on the 
 USAGE:
     taskstream demo [OPTIONS]
 
-It starts `taskstream serve` on a fresh data dir, runs a bundled trace as a task, streams it,
-cuts the stream part way, kills the server with SIGKILL, restarts it, resumes with `after`,
-shows events_gone under a small retention and prints a verdict. Exit status 0 only if every
-check held.
+It starts one long-lived `taskstream serve --http` on a fresh data dir, runs a bundled trace
+as a task and streams it; the client loses its connection part way, reconnects and resumes
+with `after` while the task runs on, and a second client joins late and replays. Then it kills
+the server with SIGKILL, restarts it, resumes with `after`, shows events_gone under a small
+retention and prints a verdict. Exit status 0 only if every check held.
 
 OPTIONS:
     --trace NAME      the bundled trace to replay [default: agent-delegation]

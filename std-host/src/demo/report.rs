@@ -133,7 +133,7 @@ impl Report {
                 Some(e) => format!("STOPPED: {e}"),
             };
             ui.raw_line(&format!(
-                "  {}. {:<52} {:>7} ms  {status}",
+                "  {}. {:<58} {:>7} ms  {status}",
                 s.n, s.title, s.ms
             ));
         }

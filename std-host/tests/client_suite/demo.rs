@@ -1,5 +1,6 @@
-//! END TO END, SLOW (about 15 s): `taskstream demo --json` on the real binary, checking the
-//! machine-readable report. Bounded: the demo is killed and the test fails after 180 s.
+//! END TO END, SLOW (about 15 s): `taskstream demo --json` on the real binary (an HTTP server
+//! that outlives its client's connection, then a kill -9), checking the machine-readable report.
+//! Bounded: the demo is killed and the test fails after 180 s.
 
 use std::io::Read;
 use std::process::{Command, Stdio};
@@ -54,6 +55,13 @@ fn demo_json_report_passes_every_check() {
     let ids: Vec<&str> = checks.iter().filter_map(|c| c["id"].as_str()).collect();
     for id in [
         "TS-02",
+        // The long-lived server: a lost connection, a resume while the task runs, a late
+        // joiner.
+        "A-08",
+        "RS-09 (reconnect)",
+        "RS-03a",
+        "EV-03/RS-11",
+        "RS-05/DX-07",
         "RS-08",
         "RS-09",
         "RS-10/RS-11",
@@ -71,11 +79,18 @@ fn demo_json_report_passes_every_check() {
         assert!(ids.contains(&id), "no check {id} in {ids:?}");
     }
     let steps = report["steps"].as_array().expect("steps");
-    assert_eq!(steps.len(), 5);
+    assert_eq!(steps.len(), 6);
     assert!(steps
         .iter()
         .all(|s| s["error"].is_null() && s["ms"].is_u64()));
     assert_eq!(report["facts"]["trace"], "agent-delegation");
+    // The late joiner replayed and followed live (its count is the first client's).
+    assert!(
+        report["facts"]["lateJoinerEvents"]
+            .as_u64()
+            .is_some_and(|n| n > 0),
+        "{report}"
+    );
     // The plain timeline (stderr is not a terminal) has no escape sequences.
     assert!(timeline.contains("VERDICT: PASS"), "{timeline}");
     assert!(

@@ -1,17 +1,15 @@
-//! The demo's steps (4 and 5 in their own files). Each step prints what it does as it happens and records checks that
+//! The demo's steps (3, 5 and 6 in their own files). Each step prints what it does as it happens and records checks that
 //! compare what the server did with what SEP-2694 and docs/interface.md promise; a check passes only
 //! if the comparison holds, so a server that broke the rule would make it fail.
 
-use std::fs::File;
 use std::path::PathBuf;
-use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::{json, Map, Value};
 
 use crate::client::{
-    Client, ClientOptions, EraChoice, FileCursorStore, FollowEnd, GonePolicy, ResumableStream,
-    StreamOptions, TaskInfo, TaskStatus,
+    Client, ClientError, ClientOptions, EraChoice, FileCursorStore, FollowEnd, FollowError,
+    GonePolicy, ResumableStream, StreamOptions, TaskInfo, TaskStatus,
 };
 use crate::demo::record::{Recorder, Seen};
 use crate::demo::report::{Report, StepTime};
@@ -21,13 +19,17 @@ use crate::workloads::trace::Trace;
 
 /// The event type of status events (docs/interface.md).
 const STATUS_TYPE: &str = "dev.taskstream.task.status";
-/// The retention of the last server (step 5).
+/// The retention of the last server (step 6).
 const SMALL_RETENTION: u64 = 5;
 
 pub(super) type Res<T> = Result<T, String>;
 
+mod reconnect;
 mod restart;
 mod retention;
+mod server;
+
+use server::ServerProc;
 
 /// What the demo was asked to do.
 pub(crate) struct Setup {
@@ -45,7 +47,9 @@ pub(crate) struct Demo {
     server_dir: PathBuf,
     cursor_dir: PathBuf,
     servers: usize,
-    /// The connection of steps 1 to 3.
+    /// The running server, if any.
+    server: Option<ServerProc>,
+    /// The connection handed from step to step.
     client: Option<Client>,
     /// The total number of events of one replay (trace events + 2 status events).
     total: u64,
@@ -53,6 +57,9 @@ pub(crate) struct Demo {
     task_a: String,
     seen_a: Vec<Seen>,
     view_a: TraceView,
+    /// Where client #1 loses its connection.
+    lost_a: u64,
+    /// Where the reconnected client stops following (then the kill).
     cut_a: u64,
     last_a: u64,
     probes: u64,
@@ -97,12 +104,14 @@ impl Demo {
             server_dir,
             cursor_dir,
             servers: 0,
+            server: None,
             client: None,
             total,
             task_a: String::new(),
             seen_a: Vec::new(),
             view_a: TraceView::default(),
-            cut_a: seq_at(setup.trace, 0.4),
+            lost_a: seq_at(setup.trace, 0.2),
+            cut_a: seq_at(setup.trace, 0.5),
             last_a: 0,
             probes: 0,
             probe_failures: Vec::new(),
@@ -115,13 +124,20 @@ impl Demo {
     /// Runs every step, stopping at the first that cannot go on; then the verdict step.
     pub(crate) fn run(&mut self) {
         type StepFn = fn(&mut Demo) -> Res<()>;
-        let steps: [(&str, StepFn); 5] = [
+        let steps: [(&str, StepFn); 6] = [
             (
-                "start the server and connect (modern era)",
+                "start one long-lived HTTP server and connect (modern era)",
                 Demo::step_start,
             ),
-            ("run the trace as a task and stream it", Demo::step_stream),
-            ("cut the stream, then kill -9 the server", Demo::step_kill),
+            (
+                "run the trace as a task; the client loses its connection",
+                Demo::step_stream,
+            ),
+            (
+                "reconnect and resume while the task runs; a late joiner",
+                Demo::step_reconnect,
+            ),
+            ("stop following, then kill -9 the server", Demo::step_kill),
             (
                 "restart, status without replay, resume with after",
                 Demo::step_resume,
@@ -149,7 +165,10 @@ impl Demo {
             }
         }
         self.client = None;
-        self.ui.step(6, "verdict");
+        if let Some(server) = self.server.take() {
+            let _ = server.stop();
+        }
+        self.ui.step(steps.len() + 1, "verdict");
         self.report
             .fact("eventsReceived", json!(self.events_received));
     }
@@ -161,34 +180,47 @@ impl Demo {
             .ok_or_else(|| "no connection from the previous step".to_owned())
     }
 
+    /// Starts a server on the demo's data dir (stopping the previous one with SIGTERM) and
+    /// connects a client to it.
     fn spawn(&mut self, extra: &[&str]) -> Res<Client> {
+        if let Some(old) = self.server.take() {
+            old.stop()?;
+        }
         self.servers += 1;
         let log_path = self.setup.root.join(format!("server-{}.log", self.servers));
-        let log = File::create(&log_path).map_err(err("creating the server log"))?;
-        let mut cmd = Command::new(&self.setup.exe);
-        cmd.arg("serve")
-            .arg("--data-dir")
-            .arg(&self.server_dir)
-            .args(extra)
-            .stderr(Stdio::from(log));
-        let shown = format!(
-            "taskstream serve --data-dir {}{}{}",
+        let server = ServerProc::start(&self.setup.exe, &self.server_dir, extra, &log_path)?;
+        self.ui.line(&format!(
+            "server #{} pid {} : taskstream serve --http 127.0.0.1:0 --data-dir {}{}{}",
+            self.servers,
+            server.pid(),
             self.server_dir.display(),
             if extra.is_empty() { "" } else { " " },
             extra.join(" ")
-        );
+        ));
+        self.ui.line(&format!(
+            "            listening on {}; stderr → {}",
+            server.url,
+            log_path.display()
+        ));
+        self.server = Some(server);
+        self.connect("client connects")
+    }
+
+    /// A new client connection to the running server.
+    fn connect(&mut self, label: &str) -> Res<Client> {
+        let url = self
+            .server
+            .as_ref()
+            .map(|s| s.url.clone())
+            .ok_or_else(|| "no server is running".to_owned())?;
         let options = ClientOptions {
             era: EraChoice::Modern,
             ..ClientOptions::default()
         };
-        let client = Client::spawn(cmd, options).map_err(err("starting the server"))?;
+        let client = Client::connect_http(&url, None, options).map_err(err("connecting"))?;
         self.ui.line(&format!(
-            "server #{} pid {} : {shown}",
-            self.servers,
-            client.server_pid().unwrap_or(0)
+            "{label}: a new HTTP connection to {url} (2026-07-28: each request a stateless POST)"
         ));
-        self.ui
-            .line(&format!("            stderr → {}", log_path.display()));
         Ok(client)
     }
 
@@ -261,9 +293,7 @@ impl Demo {
 
     fn step_stream(&mut self) -> Res<()> {
         let client = self.take_client()?;
-        self.stream_a(&client)?;
-        self.client = Some(client);
-        Ok(())
+        self.stream_a(&client)
     }
 
     fn stream_a(&mut self, client: &Client) -> Res<()> {
@@ -281,8 +311,8 @@ impl Demo {
             trace.name, self.setup.speed, task.task_id, task.status
         ));
         self.ui.line(&format!(
-            "tasks/stream {{taskId}} — rendering events; the client will stop following after seq {}",
-            self.cut_a
+            "tasks/stream {{taskId}} — rendering events; the connection will be lost after seq {}",
+            self.lost_a
         ));
         let store = FileCursorStore::open(&self.cursor_dir).map_err(err("cursor store"))?;
         let probe = FileCursorStore::open(&self.cursor_dir).map_err(err("cursor store"))?;
@@ -292,6 +322,8 @@ impl Demo {
             stream_options(GonePolicy::Fail),
         )
         .map_err(err("cursor store"))?;
+        let lost_at = self.lost_a;
+        let mut severed = false;
         let end = {
             let mut rec = Recorder {
                 ui: &mut self.ui,
@@ -302,18 +334,31 @@ impl Demo {
                 probes: &mut self.probes,
                 probe_failures: &mut self.probe_failures,
                 total: Some(self.total),
-                stop_after: Some(self.cut_a),
+                stop_after: None,
                 quartile: 0,
             };
-            stream.follow(client, |e| rec.on_event(e))
+            stream.follow(client, |e| {
+                let flow = rec.on_event(e)?;
+                if e.seq >= lost_at && !severed {
+                    // The network goes away under the open stream: no cancellation is sent,
+                    // the response is simply cut. The handler finished this event, so its
+                    // cursor is committed; whatever was in flight behind it is lost.
+                    client.sever().map_err(|e| format!("sever: {e}"))?;
+                    severed = true;
+                }
+                Ok::<_, String>(flow)
+            })
         };
         self.count(stream.stats());
+        self.ui.end_live();
         match end {
-            Ok(FollowEnd::Stopped) => {}
-            Ok(FollowEnd::Completed(_)) => {
-                return Err("the stream ended before the cut point".into());
+            Err(FollowError::Client(ClientError::Closed { reason })) if severed => {
+                self.ui.line(&format!("connection lost: {reason}"));
             }
-            Err(e) => return Err(format!("streaming task A: {e}")),
+            Ok(FollowEnd::Completed(_)) => {
+                return Err("the stream ended before the connection was lost".into());
+            }
+            other => return Err(format!("streaming task A: {other:?}")),
         }
         let cursor = stream.cursor();
         self.ui.line(&format!(
@@ -345,7 +390,7 @@ impl Demo {
     fn kill_a(&mut self, client: &Client) -> Res<()> {
         let task_id = self.task_a.clone();
         self.ui.line(&format!(
-            "the client stops following after seq {}: its stream is cancelled (notifications/cancelled), the task runs on",
+            "the client stopped following after seq {}: it closed its response, which cancels that stream only; the task runs on",
             self.cut_a
         ));
         // The task keeps running on the server while no one listens; wait (bounded) until it
@@ -360,11 +405,16 @@ impl Demo {
             std::thread::sleep(Duration::from_millis(20));
         };
         self.show_task("tasks/get (nobody streaming)", &task);
-        let running = client.server_running().map_err(err("server state"))? == Some(true);
-        let pid = client.server_pid().unwrap_or(0);
+        let server = self
+            .server
+            .take()
+            .ok_or_else(|| "no server is running".to_owned())?;
+        let mut server = server;
+        let running = server.running();
+        let pid = server.pid();
         self.report.check(
             &mut self.ui,
-            3,
+            4,
             "durability",
             "precondition: the kill hits a running task",
             running && task.status == TaskStatus::Working,
@@ -373,20 +423,16 @@ impl Demo {
                 task.status
             ),
         );
-        let status = client
-            .kill_server(Duration::from_secs(5))
-            .map_err(err("kill"))?;
-        self.ui.line(&format!(
-            "SIGKILL → server pid {pid}: {status}; connection open: {}",
-            client.is_connected()
-        ));
+        let status = server.kill9()?;
+        self.ui
+            .line(&format!("SIGKILL → server pid {pid}: {status}"));
         let store = FileCursorStore::open(&self.cursor_dir).map_err(err("cursor store"))?;
         let persisted =
             crate::client::CursorStore::load(&store, &task_id).map_err(err("cursor store"))?;
         let last_processed = self.seen_a.last().map(|s| s.seq);
         self.report.check(
             &mut self.ui,
-            3,
+            4,
             "RS-08",
             "cursor persisted only after the event was processed",
             persisted == last_processed

@@ -1,4 +1,4 @@
-//! Step 4: restart on the same data dir, the task's status and retained range without replay,
+//! Step 5: restart on the same data dir, the task's status and retained range without replay,
 //! resume with `after` = the persisted cursor, a redelivery that must be dropped as
 //! duplicates, and an audit of the log against what was received before the kill.
 
@@ -72,7 +72,7 @@ impl Demo {
         ));
         self.report.check(
             &mut self.ui,
-            4,
+            5,
             "RS-09",
             "resume sends after = persisted cursor; next event is cursor + 1",
             stream.stats().afters == vec![Some(self.cut_a)]
@@ -92,7 +92,7 @@ impl Demo {
         );
         self.report.check(
             &mut self.ui,
-            4,
+            5,
             "DX-01",
             "tasks/stream closes with {\"resultType\": \"complete\"} (modern)",
             result.get("resultType").and_then(Value::as_str) == Some("complete"),
@@ -106,7 +106,7 @@ impl Demo {
         });
         self.report.check(
             &mut self.ui,
-            4,
+            5,
             "dev.taskstream/events",
             "tasks/get shows status and seq range without replaying",
             meta_ok && notifications == 0,
@@ -129,7 +129,7 @@ impl Demo {
         let contiguous = order.iter().copied().eq(0..=self.last_a);
         self.report.check(
             &mut self.ui,
-            4,
+            5,
             "EV-02/EV-03",
             "task A processed as seq 0, 1, 2, … with no gap across the crash",
             contiguous,
@@ -159,7 +159,7 @@ impl Demo {
         let unique: BTreeSet<u64> = seqs.iter().copied().collect();
         self.report.check(
             &mut self.ui,
-            4,
+            5,
             "RS-10/RS-11",
             "redelivered duplicates dropped by (taskId, seq); none processed twice",
             matches!(again, Ok(FollowEnd::Completed(_)))
@@ -200,7 +200,7 @@ impl Demo {
         ));
         self.report.check(
             &mut self.ui,
-            4,
+            5,
             "durability",
             "every event received before the kill survives: same seq, same content",
             mismatched.is_empty() && before_kill.len() as u64 == self.cut_a + 1,
@@ -226,7 +226,7 @@ impl Demo {
         let now = client.get_task(&task_id).map_err(err("tasks/get"))?;
         self.report.check(
             &mut self.ui,
-            4,
+            5,
             "durability/RL-01",
             "task A ended failed: terminal status event, consistent with tasks/get",
             terminal_failed && now.status == TaskStatus::Failed && status_events == 2 && same_log,
@@ -243,7 +243,7 @@ impl Demo {
         let (fidelity_ok, fidelity) = compare_with_trace(self.setup.trace, &log, 1..self.last_a);
         self.report.check(
             &mut self.ui,
-            4,
+            5,
             "EV-08",
             "task A's events are the bundled trace's lines, unchanged",
             fidelity_ok,

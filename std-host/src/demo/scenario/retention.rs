@@ -1,4 +1,4 @@
-//! Step 5: a server retaining 5 events per task; a client that left early comes back with an
+//! Step 6: a server retaining 5 events per task; a client that left early comes back with an
 //! old cursor, gets `events_gone`, fails under the fail policy and recovers with
 //! `after = earliestSeq - 1`.
 
@@ -118,7 +118,7 @@ impl Demo {
         };
         self.report.check(
             &mut self.ui,
-            5,
+            6,
             "TS-08",
             "cancelling the stream stops delivery, not the task",
             working.status == TaskStatus::Working && task.status == expected_status,
@@ -131,7 +131,7 @@ impl Demo {
         let retained = task.events;
         self.report.check(
             &mut self.ui,
-            5,
+            6,
             "RT-01",
             "the server retains exactly --max-events-per-task events",
             retained.is_some_and(|r| {
@@ -170,7 +170,7 @@ impl Demo {
         let earliest = data.get("earliestSeq").and_then(Value::as_u64);
         self.report.check(
             &mut self.ui,
-            5,
+            6,
             "EG-01/RT-04",
             "a cursor before the retained range gets events_gone + earliestSeq",
             gone_error.code == -32010
@@ -206,7 +206,7 @@ impl Demo {
         ));
         self.report.check(
             &mut self.ui,
-            5,
+            6,
             "EG-02 (fail)",
             "fail policy: the gap is reported, nothing is processed",
             fatal_ok,
@@ -274,7 +274,7 @@ impl Demo {
         };
         self.report.check(
             &mut self.ui,
-            5,
+            6,
             "EG-02 (recover)",
             "after = earliestSeq - 1 resumes at earliestSeq, gap-free to the end",
             recovered_ok && matches!(end, FollowEnd::Completed(_)),
@@ -335,7 +335,7 @@ impl Demo {
         };
         self.report.check(
             &mut self.ui,
-            5,
+            6,
             "RL-01",
             "task B finished as the trace does, and its last event says so",
             terminal_ok && done.status == expected_status && answer_ok,
@@ -347,7 +347,7 @@ impl Demo {
         let (fidelity_ok, fidelity) = compare_with_trace(trace, &seen_b, 1..last_b);
         self.report.check(
             &mut self.ui,
-            5,
+            6,
             "EV-08",
             "task B's events are the bundled trace's lines, unchanged",
             fidelity_ok,
@@ -355,7 +355,7 @@ impl Demo {
         );
         self.report.check(
             &mut self.ui,
-            5,
+            6,
             "RS-08",
             "task B: cursor committed only after each event was processed",
             probe_failures_b.is_empty() && probes_b == seen_b.len() as u64,
@@ -363,7 +363,7 @@ impl Demo {
         );
         self.report.check(
             &mut self.ui,
-            5,
+            6,
             "NT-01/NT-02",
             "every event carried related-task _meta naming its task",
             self.related_checked > 0 && self.related_checked == self.events_received,
