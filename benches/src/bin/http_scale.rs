@@ -3,8 +3,10 @@
 //! the server's resident memory and thread count before, with the tasks, and at the peak with
 //! the streams, the time to create the tasks, and whether every stream was gap-free.
 //!
-//! `http_scale [--tasks N] [--streams M] [--bin PATH]` (defaults 10000, 1000, the release
-//! binary next to this one). Loopback only. Memory is read from `/proc/PID/status`.
+//! `http_scale [--tasks N] [--streams M] [--interval-ms MS] [--bin PATH]` (defaults 10000,
+//! 1000, 500, the release binary next to this one). Each task lives `20 × MS`: on a loaded
+//! machine where creating the tasks takes longer than that, raise `--interval-ms` so that
+//! every task is still live when the memory is read (the thread count shows it). Loopback only. Memory is read from `/proc/PID/status`.
 
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
@@ -95,6 +97,7 @@ async fn read_stream(r: reqwest::Response) -> (Vec<u64>, bool) {
 async fn main() {
     let mut tasks_n: u64 = 10_000;
     let mut streams_n: u64 = 1_000;
+    let mut interval_ms: u64 = INTERVAL_MS;
     let mut bin = std::env::current_exe()
         .ok()
         .and_then(|p| p.parent().map(|d| d.join("taskstream")))
@@ -108,6 +111,12 @@ async fn main() {
                     .next()
                     .and_then(|v| v.parse().ok())
                     .unwrap_or(streams_n)
+            }
+            "--interval-ms" => {
+                interval_ms = args
+                    .next()
+                    .and_then(|v| v.parse().ok())
+                    .unwrap_or(interval_ms)
             }
             "--bin" => bin = args.next().map(Into::into).unwrap_or(bin),
             other => {
@@ -177,7 +186,7 @@ async fn main() {
                     return;
                 }
                 let r = request(&c, &url, i, "tools/call",
-                    json!({"name": "emit", "arguments": {"count": EVENTS, "interval_ms": INTERVAL_MS}}))
+                    json!({"name": "emit", "arguments": {"count": EVENTS, "interval_ms": interval_ms}}))
                     .send()
                     .await;
                 let v: Value = match r {
@@ -248,7 +257,7 @@ async fn main() {
     let peak_rss = peak.load(Ordering::Relaxed).max(tasks_rss);
     let _ = child.kill();
     let _ = child.wait();
-    println!("http_scale: {tasks_n} live tasks (emit {EVENTS} events, {INTERVAL_MS} ms apart), {streams_n} concurrent SSE streams");
+    println!("http_scale: {tasks_n} live tasks (emit {EVENTS} events, {interval_ms} ms apart), {streams_n} concurrent SSE streams");
     println!(
         "  server at start:        RSS {:>7.1} MiB, {base_threads} threads",
         mib(base_rss)

@@ -1,8 +1,9 @@
 //! The running store: the in-memory task table, appends (seq allocation, log, sled, visibility),
 //! reads, retention, the store-wide budget, checkpoints and index rebuilds.
 //!
-//! A running task keeps its newest events in a core [`EventRing`] as a read cache (bounded:
-//! [`CACHE_EVENTS`] events in [`CACHE_BYTES`] bytes per running task). An event enters the ring
+//! A running task keeps its newest events in a core `EventRing` as a read cache (bounded:
+//! [`CACHE_EVENTS`] events in [`CACHE_BYTES`] bytes per running task; a small ring until the
+//! task needs more, `store/cache.rs`). An event enters the ring
 //! only after it is durable and in sled, so the ring never shows what the log might lose; reads
 //! of older seqs, and of terminal tasks, go to sled.
 //!
@@ -20,7 +21,7 @@ use std::sync::{Arc, Condvar, Mutex, RwLock};
 use std::time::{Duration, Instant};
 
 use taskstream_core::record::{self, EventRecord, Record};
-use taskstream_core::{EventRing, EventType, Millis, Payload, Retained, RetentionPolicy, Seq};
+use taskstream_core::{EventType, Millis, Payload, Retained, RetentionPolicy, Seq};
 
 use super::checkpoint;
 use super::index::{encode_into, Index};
@@ -53,8 +54,8 @@ pub(crate) const CACHE_EVENTS: usize = 128;
 /// Bytes (event types plus payloads) a running task's read cache holds at most.
 pub(crate) const CACHE_BYTES: usize = 16 << 10;
 
-/// A running task's newest events.
-type Cache = EventRing<CACHE_EVENTS, CACHE_BYTES>;
+/// A running task's newest events (small first, grown on demand: `store/cache.rs`).
+type Cache = super::cache::TaskCache;
 
 /// One task.
 pub(crate) struct Slot {

@@ -47,6 +47,7 @@
 //! removed tasks a checkpoint rebuilds the index into a fresh directory and switches to it
 //! atomically (`engine::Inner::rebuild`, `layout`): removed payloads leave the disk.
 
+mod cache;
 mod checkpoint;
 mod engine;
 mod error;
