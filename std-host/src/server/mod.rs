@@ -29,6 +29,7 @@
 //! | `delivery` | the delivery thread |
 //! | `cancel` | a sleep-interruptible cancellation flag |
 //! | `guard` | the failed-lookup limit (SE-07, resume attempts) |
+//! | `socket` | `serve --socket`: the data dir's Unix socket, one connection per peer |
 
 mod cancel;
 mod delivery;
@@ -38,6 +39,7 @@ mod io;
 mod lifecycle;
 mod plain;
 mod process;
+pub mod socket;
 mod stream;
 mod tasks;
 mod tools;
@@ -64,6 +66,7 @@ use wire::ServerError;
 
 pub use http::serve_http;
 pub use process::Process;
+pub use socket::serve_socket;
 
 /// Why the server stopped other than at the end of its input.
 #[derive(Debug)]
