@@ -19,7 +19,7 @@ use std::ops::ControlFlow;
 use std::os::unix::fs::{FileTypeExt, MetadataExt, PermissionsExt};
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
@@ -108,6 +108,9 @@ pub fn socket_path(data_dir: &Path) -> PathBuf {
 struct Conns {
     open: Mutex<Vec<(u64, UnixStream)>>,
     count: AtomicUsize,
+    /// Set when the server stops: a hello not yet answered is not answered, so its client
+    /// tries again (and starts the next server).
+    stopping: AtomicBool,
 }
 
 /// Serves `process` on the Unix socket of `data_dir` until SIGTERM / SIGINT, `idle_exit`
@@ -198,6 +201,7 @@ pub fn serve_socket(
                 }
             }
         }
+        conns.stopping.store(true, Ordering::SeqCst);
         // Refuse new connections first (connects then start a new server, which waits for
         // the LOCK this one still holds), then end the open ones.
         drop(listener);
@@ -315,6 +319,9 @@ fn serve_one(stream: UnixStream, process: &Arc<Process>, conns: &Conns) {
         }
     };
     let _ = reader.get_ref().set_read_timeout(None);
+    if conns.stopping.load(Ordering::SeqCst) {
+        return;
+    }
     {
         let mut w = &write_half;
         if writeln!(w, "{}", hello::server(None)).is_err() {
@@ -325,14 +332,13 @@ fn serve_one(stream: UnixStream, process: &Arc<Process>, conns: &Conns) {
         static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
         NEXT.fetch_add(1, Ordering::Relaxed)
     };
-    if process.is_shutting_down() {
-        return;
+    {
+        let mut open = conns.open.lock().unwrap_or_else(PoisonError::into_inner);
+        if conns.stopping.load(Ordering::SeqCst) {
+            return;
+        }
+        open.push((key, closer));
     }
-    conns
-        .open
-        .lock()
-        .unwrap_or_else(PoisonError::into_inner)
-        .push((key, closer));
     let mut conn = match Connection::attach(process, &principal, Box::new(write_half)) {
         Ok(c) => c,
         Err(e) => {
