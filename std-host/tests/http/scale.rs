@@ -1,5 +1,5 @@
 //! A thousand concurrent SSE streams in one process, every one gap-free. Only bounded waits;
-//! the memory this takes is measured by `benches/http_scale.sh`, not asserted here.
+//! the memory this takes is measured by `benches/src/bin/http_scale.rs`, not asserted here.
 
 use futures_util::future::join_all;
 use serde_json::json;

@@ -205,11 +205,27 @@ fn cited_paths(text: &str, markdown: bool) -> Vec<(String, bool)> {
     paths
 }
 
+/// Whether a cited path is one the root `.gitignore` names (a build or install output such as
+/// `fuzz/target/`): the scripts make it, so a fresh clone does not have it, and whether this
+/// checkout happens to have it says nothing.
+fn generated(cited: &str, root: &Path) -> bool {
+    let cited = cited.trim_start_matches('/').trim_end_matches('/');
+    std::fs::read_to_string(root.join(".gitignore"))
+        .unwrap_or_default()
+        .lines()
+        .map(|l| l.trim().trim_start_matches('/').trim_end_matches('/'))
+        .filter(|l| !l.is_empty() && !l.starts_with('#') && !l.contains('*'))
+        .any(|l| cited == l || cited.starts_with(&format!("{l}/")))
+}
+
 /// Whether a cited path names a file or directory: from the root, from the citing file's
 /// directory, or from its package (the nearest directory with a `Cargo.toml` or
 /// `package.json`); a bare root file name may also be any file of that name.
 fn exists(cited: &str, relative_link: bool, from: &Path, all: &[PathBuf]) -> bool {
     let root = root();
+    if generated(cited, &root) {
+        return true;
+    }
     let dir = from.parent().unwrap_or(&root);
     if relative_link {
         return dir.join(cited).exists();
