@@ -448,3 +448,51 @@ fn peer_probe() {
         if line.is_empty() { "none" } else { line.trim() }
     );
 }
+
+/// Bad input through the relay is answered exactly as `serve` answers it on stdio: the same
+/// messages, in the same order, and both serve on after it.
+#[test]
+fn bad_input_through_connect_is_answered_as_on_stdio() {
+    let bad = [
+        "{not json",
+        "[]",
+        "42",
+        "{\"jsonrpc\":\"2.0\",\"id\":7,\"method\":\"no/such\"}",
+        "{\"jsonrpc\":\"2.0\",\"id\":8,\"method\":\"tasks/stream\",\"params\":{\"taskId\":\"x\",\"after\":-1}}",
+        "{\"jsonrpc\":\"1.0\",\"id\":9,\"method\":\"ping\"}",
+        &format!("{{\"jsonrpc\":\"2.0\",\"id\":10,\"method\":\"ping\",\"pad\":\"{}\"}}", "x".repeat(300)),
+    ];
+    let answers = |s: &mut Server| -> Vec<Value> {
+        for line in bad {
+            s.send_raw(line);
+        }
+        // A ping after the bad lines: its answer comes after theirs.
+        s.send(&json!({"jsonrpc": "2.0", "id": 99, "method": "ping"}));
+        let mut out = Vec::new();
+        loop {
+            let v = s.recv("an answer", |_| true);
+            let last = v["id"] == 99;
+            out.push(v);
+            if last {
+                return out;
+            }
+        }
+    };
+    let mut stdio = Server::spawn(&["--in-memory", "--max-message-bytes", "200"]);
+    let want = answers(&mut stdio);
+    let dir = Dir::new();
+    let mut relayed = connect(
+        &dir,
+        &[
+            "--idle-exit",
+            "30",
+            "--durability",
+            "none",
+            "--max-message-bytes",
+            "200",
+        ],
+    );
+    let got = answers(&mut relayed);
+    assert_eq!(got, want);
+    assert!(want.len() > bad.len() - 2, "errors were answered: {want:?}");
+}
