@@ -124,6 +124,14 @@ fn without_data_dir(args: &[OsString]) -> Vec<OsString> {
 /// Connects to the data dir's server (starting one if needed) and exchanges hellos.
 fn attach(dir: &Path, principal: &str, server_args: &[OsString]) -> Result<UnixStream, String> {
     let path = socket::socket_path(dir);
+    if path.as_os_str().len() > socket::MAX_SOCKET_PATH {
+        return Err(format!(
+            "the socket path {} is longer than a Unix socket address holds ({} bytes); use a \
+             shorter --data-dir",
+            path.display(),
+            socket::MAX_SOCKET_PATH
+        ));
+    }
     let deadline = Instant::now() + START_WAIT;
     let mut child: Option<Child> = None;
     let mut next_start = Instant::now();
@@ -151,8 +159,11 @@ fn attach(dir: &Path, principal: &str, server_args: &[OsString]) -> Result<UnixS
             Err(e) => return Err(format!("connecting to {}: {e}", path.display())),
         }
         if Instant::now() >= deadline {
+            let log = std::fs::read_to_string(dir.join(LOG_FILE)).unwrap_or_default();
+            let last = log.lines().last().unwrap_or("(empty)");
             return Err(format!(
-                "no background server accepted on {} within {} s; its log is {}",
+                "no background server accepted on {} within {} s; the last line of its log \
+                 ({}): {last}",
                 path.display(),
                 START_WAIT.as_secs(),
                 dir.join(LOG_FILE).display()

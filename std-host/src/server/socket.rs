@@ -42,8 +42,8 @@ pub const MAX_HELLO_BYTES: usize = 4096;
 const HELLO_TIMEOUT: Duration = Duration::from_secs(10);
 /// How often the idle and storage checks run.
 const TICK: Duration = Duration::from_millis(200);
-/// The longest path a Unix socket address holds (`sun_path`, with its NUL).
-const MAX_SOCKET_PATH: usize = 107;
+/// The longest path a Unix socket address holds (`sun_path`, less its NUL).
+pub const MAX_SOCKET_PATH: usize = 107;
 
 /// The hello lines of the socket.
 pub mod hello {
@@ -339,10 +339,18 @@ fn serve_one(stream: UnixStream, process: &Arc<Process>, conns: &Conns) {
         }
         open.push((key, closer));
     }
+    let forget = || {
+        let mut open = conns.open.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(i) = open.iter().position(|(k, _)| *k == key) {
+            let (_, s) = open.swap_remove(i);
+            let _ = s.shutdown(std::net::Shutdown::Both);
+        }
+    };
     let mut conn = match Connection::attach(process, &principal, Box::new(write_half)) {
         Ok(c) => c,
         Err(e) => {
             log!(Error, "cannot serve a connection: {e}");
+            forget();
             return;
         }
     };
@@ -363,11 +371,7 @@ fn serve_one(stream: UnixStream, process: &Arc<Process>, conns: &Conns) {
         log!(Debug, "connection {key}: {e}");
     }
     conn.close();
-    let mut open = conns.open.lock().unwrap_or_else(PoisonError::into_inner);
-    if let Some(i) = open.iter().position(|(k, _)| *k == key) {
-        let (_, s) = open.swap_remove(i);
-        let _ = s.shutdown(std::net::Shutdown::Both);
-    }
+    forget();
     log!(Info, "connection {key} closed");
 }
 
