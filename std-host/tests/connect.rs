@@ -496,3 +496,54 @@ fn bad_input_through_connect_is_answered_as_on_stdio() {
     assert_eq!(got, want);
     assert!(want.len() > bad.len() - 2, "errors were answered: {want:?}");
 }
+
+/// Each `connect` acts as its own principal (`--principal`): another principal's task is, to
+/// it, an unknown task (SE-01), though both are connections of one server.
+#[test]
+fn each_connect_acts_as_its_principal() {
+    let dir = Dir::new();
+    let mut alice = connect(
+        &dir,
+        &[
+            "--idle-exit",
+            "30",
+            "--durability",
+            "none",
+            "--principal",
+            "alice",
+        ],
+    );
+    let task = emit(&mut alice, 1, 0);
+    let mut bob = connect(&dir, &["--principal", "bob"]);
+    let code = bob.error_code("tasks/get", modern(json!({"taskId": task}), true));
+    assert_eq!(code, -32602);
+    let mut alice2 = connect(&dir, &["--principal", "alice"]);
+    assert!(!status(&mut alice2, &task).is_empty());
+    assert_eq!(dir.wait_log("listening on unix socket", 1).len(), 1);
+}
+
+/// The background server is detached: a session of its own (so no terminal and no signal of
+/// the host's process group reaches it), stdin from `/dev/null`, stdout and stderr in the log.
+#[test]
+fn the_background_server_is_detached() {
+    let dir = Dir::new();
+    let mut a = connect(&dir, &["--idle-exit", "30", "--durability", "none"]);
+    a.ok("ping", json!({}));
+    let pid = dir.server_pid(1);
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).expect("stat");
+    let fields: Vec<&str> = stat
+        .rsplit(')')
+        .next()
+        .unwrap_or_default()
+        .split_whitespace()
+        .collect();
+    // After the command: state, ppid, pgrp, session, tty_nr.
+    assert_eq!(fields[3], pid.to_string(), "its own session: {stat}");
+    assert_eq!(fields[2], pid.to_string(), "its own process group: {stat}");
+    assert_eq!(fields[4], "0", "no controlling terminal: {stat}");
+    let fd = |n: u32| std::fs::read_link(format!("/proc/{pid}/fd/{n}")).expect("fd");
+    assert_eq!(fd(0), PathBuf::from("/dev/null"));
+    let log = dir.path().join("server.log").canonicalize().expect("log");
+    assert_eq!(fd(1), log);
+    assert_eq!(fd(2), log);
+}
