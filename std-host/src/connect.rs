@@ -63,6 +63,13 @@ macro_rules! say {
 /// `taskstream connect [serve options]`.
 pub fn main(args: impl Iterator<Item = OsString>) -> ExitCode {
     let args: Vec<OsString> = args.collect();
+    if args
+        .iter()
+        .any(|a| a == "--in-memory" || a == "--http" || a.to_string_lossy().starts_with("--http="))
+    {
+        say!("connect relays to the server of a data dir: --in-memory and --http are options of serve");
+        return ExitCode::from(2);
+    }
     // Checked as the background server will read them (with --socket).
     let checked = args.iter().cloned().chain([OsString::from("--socket")]);
     let config = match config::parse_serve(checked, |k| std::env::var_os(k)) {

@@ -170,7 +170,7 @@ fn status(s: &mut Server, task: &str) -> String {
 #[test]
 fn sigkill_of_connect_mid_task_then_a_new_connect_resumes_the_running_task() {
     let dir = Dir::new();
-    let count = 150;
+    let count = 250;
     let mut a = connect(&dir, &["--idle-exit", "30", "--durability", "none"]);
     let task = emit(&mut a, count, 20);
     let stream = a.request("tasks/stream", modern(json!({"taskId": task}), true));
@@ -343,6 +343,22 @@ fn sigterm_stops_the_server_and_a_connect_during_the_stop_is_served() {
     wait_gone(pid);
     assert_eq!(status(&mut b, &task), "completed");
     assert_ne!(dir.server_pid(2), pid, "a new server");
+}
+
+/// Options that make no sense for a relay are refused with a message, before anything starts.
+#[test]
+fn connect_refuses_in_memory_and_http() {
+    let dir = Dir::new();
+    let refused: [&[&str]; 2] = [&["--in-memory"], &["--http", "127.0.0.1:0"]];
+    for extra in refused {
+        let mut a = connect(&dir, extra);
+        assert_eq!(a.wait_exit().code(), Some(2));
+        a.wait_stderr("options of serve");
+    }
+    assert!(
+        !dir.path().join("server.log").exists(),
+        "no server was started"
+    );
 }
 
 /// A socket with loose modes, or owned by another user, is refused: `connect` exits non-zero
