@@ -563,3 +563,63 @@ fn the_background_server_is_detached() {
     assert_eq!(fd(1), log);
     assert_eq!(fd(2), log);
 }
+
+/// The fault shim of the storage-fault tests (`scripts/faults/fault-shim.c`), built once.
+fn shim() -> PathBuf {
+    static SHIM: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    SHIM.get_or_init(|| {
+        let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("../scripts/faults/fault-shim.c");
+        let out = Path::new(env!("CARGO_TARGET_TMPDIR")).join("connect-fault-shim.so");
+        let status = Command::new("cc")
+            .args(["-shared", "-fPIC", "-O2", "-o"])
+            .arg(&out)
+            .arg(&src)
+            .arg("-ldl")
+            .status()
+            .expect("the storage-fault test needs a C compiler (cc); scripts/test installs gcc");
+        assert!(status.success(), "building {} failed", src.display());
+        out
+    })
+    .clone()
+}
+
+/// Fail-stop on the background server: a failing `fdatasync` of its log ends the stream a
+/// `connect` relays with the server's storage error (no host detail), the server stops (its
+/// log says why), `connect` exits 1, and the next `connect` starts a server that recovers.
+#[test]
+fn a_storage_failure_of_the_background_server_reaches_the_client() {
+    let dir = Dir::new();
+    let shim = shim();
+    let shim = shim.to_str().expect("utf-8");
+    let mut args = vec!["--data-dir", dir.arg(), "--idle-exit", "30"];
+    args.extend_from_slice(&["--durability", "event"]);
+    let mut a = Server::spawn_command(
+        "connect",
+        &args,
+        &[
+            ("LD_PRELOAD", shim),
+            ("TASKSTREAM_FAULT_PATH", "/wal/"),
+            ("TASKSTREAM_FAULT_OP", "fdatasync"),
+            ("TASKSTREAM_FAULT_AFTER", "40"),
+            ("TASKSTREAM_FAULT_ERRNO", "EIO"),
+        ],
+    );
+    let task = emit(&mut a, 100_000, 1);
+    let id = a.request("tasks/stream", modern(json!({"taskId": task}), true));
+    let (_, end) = a.collect_stream(id, &task);
+    assert_eq!(end["error"]["code"], -32603, "{end}");
+    let msg = end["error"]["message"].as_str().expect("message");
+    assert!(
+        msg.contains("storage failed"),
+        "the server's own error: {msg}"
+    );
+    assert!(!msg.contains('/'), "no host path: {msg}");
+    assert_eq!(a.wait_exit().code(), Some(1));
+    dir.wait_log("storage failed; every client is told", 1);
+    wait_gone(dir.server_pid(1));
+
+    let mut b = connect(&dir, &["--idle-exit", "30"]);
+    assert_eq!(status(&mut b, &task), "failed", "recovered");
+    let fresh = emit(&mut b, 2, 0);
+    wait_status(&mut b, &fresh, "completed");
+}
