@@ -45,8 +45,10 @@ USAGE:
 The serve options (see `taskstream serve --help`) apply to the background server when this
 connect starts it; --principal (or TASKSTREAM_PRINCIPAL) applies to this connection always.
 --idle-exit SECS: the background server exits after SECS seconds with no connection and no
-running task [default: 300]. Its log is server.log in the data dir; stop it with SIGTERM to
-the pid its log names (tasks still running then end as at any stop).
+running task [default: 300]. Its log is server.log in the data dir.
+--stop: stop the data dir's background server now (tasks still running then end as at any
+stop: `failed` at the next start) and wait until it is gone; SIGTERM to its pid (in its log)
+does the same.
 ";
 
 /// How long `connect` waits for a background server to accept.
@@ -62,7 +64,9 @@ macro_rules! say {
 
 /// `taskstream connect [serve options]`.
 pub fn main(args: impl Iterator<Item = OsString>) -> ExitCode {
-    let args: Vec<OsString> = args.collect();
+    let mut args: Vec<OsString> = args.collect();
+    let stop_asked = args.iter().any(|a| a == "--stop");
+    args.retain(|a| a != "--stop");
     if args
         .iter()
         .any(|a| a == "--in-memory" || a == "--http" || a.to_string_lossy().starts_with("--http="))
@@ -95,6 +99,9 @@ pub fn main(args: impl Iterator<Item = OsString>) -> ExitCode {
         say!("the data dir has no absolute path");
         return ExitCode::from(2);
     };
+    if stop_asked {
+        return stop(&dir);
+    }
     let mut server_args = vec![
         OsString::from("serve"),
         "--socket".into(),
@@ -110,6 +117,72 @@ pub fn main(args: impl Iterator<Item = OsString>) -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+/// `connect --stop`: asks the data dir's background server to stop (as SIGTERM would) and
+/// waits until it is gone.
+fn stop(dir: &Path) -> ExitCode {
+    let path = socket::socket_path(dir);
+    if let Err(e) = check_socket(dir, &path) {
+        say!("{e}");
+        return ExitCode::FAILURE;
+    }
+    let stream = match UnixStream::connect(&path) {
+        Ok(s) => s,
+        Err(e)
+            if matches!(
+                e.kind(),
+                io::ErrorKind::NotFound | io::ErrorKind::ConnectionRefused
+            ) =>
+        {
+            say!("no background server runs for {}", dir.display());
+            return ExitCode::SUCCESS;
+        }
+        Err(e) => {
+            say!("connecting to {}: {e}", path.display());
+            return ExitCode::FAILURE;
+        }
+    };
+    let mut w = &stream;
+    let _ = stream.set_read_timeout(Some(Duration::from_secs(30)));
+    let answer = writeln!(w, "{}", hello::stop())
+        .and_then(|()| socket::read_hello(&mut BufReader::with_capacity(1, &stream)));
+    let pid = match answer {
+        Ok(v) => v.get("pid").and_then(Value::as_u64).unwrap_or(0),
+        Err(_) => {
+            say!(
+                "no background server runs for {} (it was stopping)",
+                dir.display()
+            );
+            return ExitCode::SUCCESS;
+        }
+    };
+    // Gone: no such process, or one that exited and awaits its parent (a zombie).
+    let gone = || {
+        let exists = i32::try_from(pid)
+            .ok()
+            .and_then(rustix::process::Pid::from_raw)
+            .is_some_and(|p| rustix::process::test_kill_process(p).is_ok());
+        let zombie = std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|st| {
+            st.rsplit(')')
+                .next()
+                .is_some_and(|rest| rest.trim_start().starts_with('Z'))
+        });
+        !exists || zombie
+    };
+    let deadline = Instant::now() + START_WAIT;
+    while !gone() {
+        if Instant::now() >= deadline {
+            say!("the background server (pid {pid}) is still stopping");
+            return ExitCode::FAILURE;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    say!(
+        "stopped the background server of {} (pid {pid})",
+        dir.display()
+    );
+    ExitCode::SUCCESS
 }
 
 /// `args` without `--data-dir DIR` / `--data-dir=DIR`.
@@ -313,8 +386,10 @@ fn handshake(stream: UnixStream, principal: &str, dir: &Path) -> Result<UnixStre
             let theirs: String = theirs.chars().take(40).collect();
             Err(Handshake::Refused(format!(
                 "version mismatch: the background server of {} (pid {pid}) is taskstream \
-                 {theirs}, this connect is taskstream {VERSION}; stop it (kill {pid}: its \
-                 running tasks end as at any stop) and connect again",
+                 {theirs}, this connect is taskstream {VERSION}; stop it (`taskstream connect \
+                 --stop --data-dir {}`, or kill {pid}; its running tasks end as at any stop) \
+                 and connect again",
+                dir.display(),
                 dir.display()
             )))
         }

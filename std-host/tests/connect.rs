@@ -623,3 +623,30 @@ fn a_storage_failure_of_the_background_server_reaches_the_client() {
     let fresh = emit(&mut b, 2, 0);
     wait_status(&mut b, &fresh, "completed");
 }
+
+/// `connect --stop` stops the background server as SIGTERM would (an attached `connect` is
+/// told and exits 1; a running task ends `failed` at the next start) and waits until it is
+/// gone; with no server it says so and succeeds.
+#[test]
+fn connect_stop_stops_the_background_server() {
+    let dir = Dir::new();
+    let mut none = Server::spawn_command("connect", &["--stop", "--data-dir", dir.arg()], &[]);
+    assert_eq!(none.wait_exit().code(), Some(0));
+    none.wait_stderr("no background server runs");
+    let mut a = connect(&dir, &["--idle-exit", "30", "--durability", "none"]);
+    let task = emit(&mut a, 100_000, 5);
+    let pid = dir.server_pid(1);
+    let mut stop = Server::spawn_command("connect", &["--stop", "--data-dir", dir.arg()], &[]);
+    assert_eq!(stop.wait_exit().code(), Some(0));
+    stop.wait_stderr(&format!("stopped the background server of {}", dir.arg()));
+    assert!(!alive(pid) || zombie(pid), "gone when --stop returns");
+    assert!(!dir.socket().exists(), "the socket is removed");
+    assert_eq!(
+        a.wait_exit().code(),
+        Some(1),
+        "the attached connect is told"
+    );
+    dir.wait_log("a client asked the server to stop", 1);
+    let mut b = connect(&dir, &["--idle-exit", "30"]);
+    assert_eq!(status(&mut b, &task), "failed", "ended as at any stop");
+}

@@ -58,6 +58,13 @@ pub mod hello {
             .to_string()
     }
 
+    /// The hello that asks the server to stop (`taskstream connect --stop`); honoured whatever
+    /// the versions, so that a server of another version can be stopped.
+    #[must_use]
+    pub fn stop() -> String {
+        json!({"taskstream-relay": RELAY_PROTOCOL, "version": VERSION, "stop": true}).to_string()
+    }
+
     /// The server's hello: its version and pid, and `error` when it refuses the client.
     #[must_use]
     pub fn server(error: Option<&str>) -> String {
@@ -111,6 +118,8 @@ struct Conns {
     /// Set when the server stops: a hello not yet answered is not answered, so its client
     /// tries again (and starts the next server).
     stopping: AtomicBool,
+    /// A client asked the server to stop.
+    stop: tokio::sync::Notify,
 }
 
 /// Serves `process` on the Unix socket of `data_dir` until SIGTERM / SIGINT, `idle_exit`
@@ -166,6 +175,10 @@ pub fn serve_socket(
             tokio::select! {
                 () = &mut signal => {
                     log!(Info, "signal: shutting down");
+                    break;
+                }
+                () = conns.stop.notified() => {
+                    log!(Info, "a client asked the server to stop: shutting down");
                     break;
                 }
                 accepted = listener.accept() => match accepted {
@@ -310,7 +323,13 @@ fn serve_one(stream: UnixStream, process: &Arc<Process>, conns: &Conns) {
     let _ = stream.set_read_timeout(Some(HELLO_TIMEOUT));
     let mut reader = BufReader::with_capacity(64 * 1024, stream);
     let principal = match client_hello(&mut reader) {
-        Ok(p) => p,
+        Ok(Hello::Connect(p)) => p,
+        Ok(Hello::Stop) => {
+            let mut w = &write_half;
+            let _ = writeln!(w, "{}", hello::server(None));
+            conns.stop.notify_one();
+            return;
+        }
         Err(refusal) => {
             log!(Warn, "refused a connection: {refusal}");
             let mut w = &write_half;
@@ -375,12 +394,24 @@ fn serve_one(stream: UnixStream, process: &Arc<Process>, conns: &Conns) {
     log!(Info, "connection {key} closed");
 }
 
-/// Reads and checks the client's hello; its principal, or why it is refused.
-fn client_hello(r: &mut impl BufRead) -> Result<String, String> {
+/// What a client's hello asks for.
+#[derive(Debug, PartialEq, Eq)]
+enum Hello {
+    /// A connection acting as this principal.
+    Connect(String),
+    /// That the server stop.
+    Stop,
+}
+
+/// Reads and checks the client's hello; what it asks, or why it is refused.
+fn client_hello(r: &mut impl BufRead) -> Result<Hello, String> {
     let v = read_hello(r).map_err(|e| format!("no valid hello: {e}"))?;
     let Some(version) = hello::version(&v) else {
         return Err("the peer is not a taskstream connect of this relay protocol".into());
     };
+    if v.get("stop") == Some(&Value::Bool(true)) {
+        return Ok(Hello::Stop);
+    }
     if version != VERSION {
         let shown: String = version.chars().take(40).collect();
         return Err(format!(
@@ -390,7 +421,7 @@ fn client_hello(r: &mut impl BufRead) -> Result<String, String> {
     }
     match v.get("principal").and_then(Value::as_str) {
         Some(p) if !p.is_empty() && p.len() <= 256 && !p.chars().any(char::is_control) => {
-            Ok(p.to_owned())
+            Ok(Hello::Connect(p.to_owned()))
         }
         _ => Err("the hello names no valid principal".into()),
     }
@@ -405,7 +436,15 @@ mod tests {
     fn hello_lines_round_trip_and_mismatches_are_refused() {
         let line = hello::client("alice");
         let mut r = std::io::Cursor::new(format!("{line}\n").into_bytes());
-        assert_eq!(client_hello(&mut r), Ok("alice".to_owned()));
+        assert_eq!(client_hello(&mut r), Ok(Hello::Connect("alice".to_owned())));
+        let stop = json!({"taskstream-relay": RELAY_PROTOCOL, "version": "0.0.0-other",
+                          "stop": true});
+        let mut r = std::io::Cursor::new(format!("{stop}\n").into_bytes());
+        assert_eq!(
+            client_hello(&mut r),
+            Ok(Hello::Stop),
+            "a stop whatever the version"
+        );
         let other = json!({"taskstream-relay": RELAY_PROTOCOL, "version": "0.0.0-other",
                            "principal": "alice"});
         let mut r = std::io::Cursor::new(format!("{other}\n").into_bytes());
