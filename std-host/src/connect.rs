@@ -434,6 +434,11 @@ impl Pending {
 
     /// A line the server sent.
     fn answered(&self, line: &[u8]) {
+        // Only a line with an `"id"` member can answer a request: event notifications (the
+        // bulk of the traffic) skip the parse.
+        if !line.windows(4).any(|w| w == b"\"id\"") {
+            return;
+        }
         let Ok(Value::Object(m)) = serde_json::from_slice::<Value>(line) else {
             return;
         };
