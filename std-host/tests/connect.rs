@@ -80,7 +80,8 @@ impl Dir {
         pid.unwrap_or_else(|| panic!("no pid in {line:?}"))
     }
 
-    /// Every server of this data dir still running, stopped.
+    /// Every server of this data dir still running, stopped (a pid of the log is signalled
+    /// only while it is still this data dir's server, never a process that reused it).
     fn stop_servers(&self) {
         for line in self.log().lines() {
             if let Some(pid) = line
@@ -89,7 +90,11 @@ impl Dir {
                 .and_then(|r| r.split(',').next())
                 .and_then(|p| p.parse::<i32>().ok())
             {
-                signal(pid, rustix::process::Signal::TERM);
+                let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+                let cmdline = String::from_utf8_lossy(&cmdline);
+                if cmdline.contains("--socket") && cmdline.contains(self.arg()) {
+                    signal(pid, rustix::process::Signal::TERM);
+                }
             }
         }
     }
