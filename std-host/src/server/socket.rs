@@ -190,7 +190,11 @@ pub fn serve_socket(
                         t.retain(|h: &std::thread::JoinHandle<()>| !h.is_finished());
                         t.extend(handle);
                     }
-                    Err(e) => log!(Warn, "accepting a connection: {e}"),
+                    Err(e) => {
+                        // Out of file descriptors, say: not a busy loop while it lasts.
+                        log!(Warn, "accepting a connection: {e}");
+                        tokio::time::sleep(Duration::from_millis(100)).await;
+                    }
                 },
                 _ = tick.tick() => {
                     if process.store.has_failed() {
@@ -338,19 +342,12 @@ fn serve_one(stream: UnixStream, process: &Arc<Process>, conns: &Conns) {
         }
     };
     let _ = reader.get_ref().set_read_timeout(None);
-    if conns.stopping.load(Ordering::SeqCst) {
-        return;
-    }
-    {
-        let mut w = &write_half;
-        if writeln!(w, "{}", hello::server(None)).is_err() {
-            return;
-        }
-    }
     let key = {
         static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
         NEXT.fetch_add(1, Ordering::Relaxed)
     };
+    // Registered before the hello is answered, so a stop that begins after it ends this
+    // connection too; once the stop began, the hello is not answered (the client retries).
     {
         let mut open = conns.open.lock().unwrap_or_else(PoisonError::into_inner);
         if conns.stopping.load(Ordering::SeqCst) {
@@ -365,6 +362,13 @@ fn serve_one(stream: UnixStream, process: &Arc<Process>, conns: &Conns) {
             let _ = s.shutdown(std::net::Shutdown::Both);
         }
     };
+    {
+        let mut w = &write_half;
+        if writeln!(w, "{}", hello::server(None)).is_err() {
+            forget();
+            return;
+        }
+    }
     let mut conn = match Connection::attach(process, &principal, Box::new(write_half)) {
         Ok(c) => c,
         Err(e) => {
