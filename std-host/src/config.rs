@@ -1,4 +1,4 @@
-//! The options of `taskstream serve` (INTERFACE.md, "Options of serve"): parsing the command
+//! The options of `taskstream serve` (docs/interface.md, "Options of serve"): parsing the command
 //! line and the environment into a [`ServeConfig`]. Parsing only: nothing here opens files or
 //! reads the clock; the environment is passed in so tests need not touch the process's.
 
@@ -43,8 +43,8 @@ OPTIONS:
                                some [default: 1073741824 (1 GiB)]
     --max-message-bytes N      largest incoming JSON-RPC line [default: 1048576]
     --max-streams N            concurrent tasks/stream requests per connection [default: 16]
-    --max-running-tasks N      tasks and plain tool calls running at once per connection
-                               [default: 1024]
+    --max-running-tasks N      tasks running at once per principal, plus a connection's
+                               plain tool calls [default: 1024]
     --max-total-running-tasks N
                                tasks running at once in the whole server, over every
                                connection [default: 16384]
@@ -93,7 +93,8 @@ pub struct ServeConfig {
     /// Active `tasks/stream` requests per connection (`--max-streams`), at most
     /// [`MAX_STREAMS_CAPACITY`].
     pub max_streams: usize,
-    /// Tasks and plain tool calls running at once on a connection (`--max-running-tasks`).
+    /// Tasks running at once per principal, plus a connection's plain tool calls
+    /// (`--max-running-tasks`).
     pub max_running_tasks: usize,
     /// Failed task lookups (unknown task, bad cursor) a connection may make per minute before
     /// its Tasks requests are refused for a while (`--max-failed-lookups-per-minute`, SE-07).
@@ -139,7 +140,7 @@ pub struct HttpConfig {
 }
 
 impl ServeConfig {
-    /// The defaults of INTERFACE.md, in memory, principal `local`.
+    /// The defaults of docs/interface.md, in memory, principal `local`.
     #[must_use]
     pub fn in_memory() -> ServeConfig {
         ServeConfig {
@@ -403,7 +404,7 @@ pub fn parse_serve(
 }
 
 /// `$TASKSTREAM_DATA_DIR`, else `$XDG_DATA_HOME/taskstream`, else `~/.local/share/taskstream`
-/// (INTERFACE.md). Empty variables count as unset; a relative `XDG_DATA_HOME` is ignored, as the
+/// (docs/interface.md). Empty variables count as unset; a relative `XDG_DATA_HOME` is ignored, as the
 /// XDG Base Directory specification says.
 ///
 /// # Errors
