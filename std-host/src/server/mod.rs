@@ -218,6 +218,15 @@ pub fn serve(
     conn.shared
         .exit_on_storage_failure
         .store(true, Ordering::Relaxed);
+    log!(
+        Info,
+        "serving on stdio (principal {:?}, {})",
+        conn.shared.config.principal,
+        match &conn.shared.config.data_dir {
+            Some(d) => format!("data dir {}", d.display()),
+            None => "in memory".to_owned(),
+        }
+    );
     let read = io::read_lines(input, max_line, |line| {
         match line {
             io::Line::Message(bytes) => conn.handle_line(bytes),
@@ -321,15 +330,6 @@ impl Connection {
                 move || delivery::run(&shared)
             })
             .map_err(ServeError::Thread)?;
-        log!(
-            Info,
-            "serving on stdio (principal {:?}, {})",
-            shared.config.principal,
-            match &shared.config.data_dir {
-                Some(d) => format!("data dir {}", d.display()),
-                None => "in memory".to_owned(),
-            }
-        );
         Ok(Connection {
             shared,
             session: Session::default(),
