@@ -436,10 +436,16 @@ fn the_server_refuses_a_peer_of_another_uid() {
     a.ok("ping", json!({}));
     std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o711)).expect("chmod");
     std::fs::set_permissions(dir.socket(), std::fs::Permissions::from_mode(0o666)).expect("chmod");
-    let me = std::env::current_exe().expect("test binary");
+    // A copy of this test binary that uid 65534 can run wherever the build lives.
+    let bin_dir = tempfile::tempdir().expect("tempdir");
+    std::fs::set_permissions(bin_dir.path(), std::fs::Permissions::from_mode(0o755))
+        .expect("chmod");
+    let me = bin_dir.path().join("probe");
+    std::fs::copy(std::env::current_exe().expect("test binary"), &me).expect("copy");
+    std::fs::set_permissions(&me, std::fs::Permissions::from_mode(0o755)).expect("chmod");
     let out = Command::new("setpriv")
         .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
-        .arg(me)
+        .arg(&me)
         .args(["--ignored", "--exact", "peer_probe", "--nocapture"])
         .env("TASKSTREAM_PEER_SOCKET", dir.socket())
         .stdin(Stdio::null())
