@@ -87,7 +87,9 @@ fn a_cut_connection_resumes_on_a_new_one_while_the_task_runs() {
         matches!(end, Err(FollowError::Client(ClientError::Closed { .. }))),
         "{end:?}"
     );
-    assert_eq!(stream.cursor(), Some(20));
+    // Events read before the cut may still have been processed after seq 20.
+    let cut = stream.cursor().expect("a cursor");
+    assert!(cut >= 20, "{cut}");
     // The severed client is closed for good.
     assert!(matches!(
         first.get_task(&task.task_id),
@@ -108,7 +110,7 @@ fn a_cut_connection_resumes_on_a_new_one_while_the_task_runs() {
         })
         .expect("the resumed stream ends normally");
     assert!(matches!(end, FollowEnd::Completed(_)));
-    assert_eq!(stream.stats().afters, vec![None, Some(20)]);
+    assert_eq!(stream.stats().afters, vec![None, Some(cut)]);
     // `emit` logs a status event, then `count` ticks, then the terminal status.
     assert_eq!(
         seqs,

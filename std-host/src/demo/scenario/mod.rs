@@ -361,6 +361,9 @@ impl Demo {
             other => return Err(format!("streaming task A: {other:?}")),
         }
         let cursor = stream.cursor();
+        // Events already read when the connection went may have been processed after the
+        // one that cut it: the last processed one is where the resume must start.
+        self.lost_a = cursor.unwrap_or(self.lost_a);
         self.ui.line(&format!(
             "handler processed seq 0..={}; cursor committed to {} after each event",
             cursor.map_or_else(|| "-".into(), |c| c.to_string()),

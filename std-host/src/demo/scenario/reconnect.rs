@@ -123,16 +123,19 @@ impl Demo {
             3,
             "RS-09 (reconnect)",
             "new connection resumes with after = persisted cursor; next is cursor + 1",
-            afters == vec![Some(self.lost_a)] && resumed.first() == Some(&(self.lost_a + 1)),
+            cursor == Some(self.lost_a)
+                && afters == vec![cursor]
+                && resumed.first() == Some(&(self.lost_a + 1)),
             format!(
-                "after sent: {}; first resumed seq: {} (cursor {})",
+                "cursor on disk {} = last processed {}; after sent: {}; first resumed seq: {}",
+                opt(cursor),
+                self.lost_a,
                 afters
                     .iter()
                     .map(|a| opt(*a))
                     .collect::<Vec<_>>()
                     .join(", "),
                 opt(resumed.first().copied()),
-                self.lost_a
             ),
         );
         let live = resumed.iter().filter(|s| **s > latest_at_resume).count();
