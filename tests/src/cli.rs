@@ -11,11 +11,20 @@ use crate::report::Report;
 /// The help text.
 pub const USAGE: &str = "\
 Usage: taskstream-conformance [OPTIONS] [--] CMD [ARGS...]
+       taskstream-conformance [OPTIONS] --url URL
 
-Checks the stdio MCP server started by CMD against SEP-2694 (resumable task event streams),
-black-box, in the modern (2026-07-28) and legacy (2025-11-25) eras.
+Checks the stdio MCP server started by CMD, or the MCP Streamable HTTP endpoint at URL,
+against SEP-2694 (resumable task event streams), black-box, in the modern (2026-07-28) and
+legacy (2025-11-25) eras. Over HTTP every check runs where it applies (the rest are skipped
+with the reason), and so does the long-lived group, which only a server that outlives its
+connections can pass: a client drops its connection mid-task and resumes on a new one, two
+clients read one task at different speeds, a late joiner replays.
 
 Options:
+  --url URL                   the server under test is the endpoint URL (http://HOST:PORT/mcp),
+                              already running; it is used for every check
+  --small-retention-url URL   the small-retention twin as an endpoint (as --small-retention-cmd)
+  --aged-retention-url URL    the aged-retention twin as an endpoint (as --aged-retention-cmd)
   --era modern|legacy|both    the era(s) to check, in turn (default: both)
   --tool NAME                 the tool that creates a task (default: emit)
   --args JSON                 its arguments for every task (default: the built-in
@@ -145,6 +154,13 @@ fn parse(args: &[String]) -> Result<Request, String> {
                 }
                 config.aged_retention_command = Some(command);
             }
+            "--url" => config.command = vec![http_url(flag, &value)?],
+            "--small-retention-url" => {
+                config.small_retention_command = Some(vec![http_url(flag, &value)?]);
+            }
+            "--aged-retention-url" => {
+                config.aged_retention_command = Some(vec![http_url(flag, &value)?]);
+            }
             "--aged-wait-ms" => config.aged_wait = Duration::from_millis(positive(flag, &value)?),
             "--timeout-ms" => config.timeout = Duration::from_millis(positive(flag, &value)?),
             "--quiet-ms" => config.quiet = Duration::from_millis(number(flag, &value)?),
@@ -156,9 +172,21 @@ fn parse(args: &[String]) -> Result<Request, String> {
         }
     }
     if config.command.is_empty() {
-        return Err("no server command given".to_owned());
+        return Err("no server command or --url given".to_owned());
     }
     Ok(Request::Run(Box::new(config)))
+}
+
+/// A Streamable HTTP endpoint: `http://host:port/path`.
+fn http_url(flag: &str, value: &str) -> Result<String, String> {
+    match value.strip_prefix("http://") {
+        Some(rest) if !rest.is_empty() && !rest.contains(char::is_whitespace) => {
+            Ok(value.to_owned())
+        }
+        _ => Err(format!(
+            "{flag} needs an http:// URL (e.g. http://127.0.0.1:8080/mcp), not {value:?}"
+        )),
+    }
 }
 
 fn number(flag: &str, value: &str) -> Result<u64, String> {

@@ -38,6 +38,7 @@
 //! | `cli` | the command line, [`main_with_args`] |
 //! | `config` | [`Config`], [`Era`], [`TaskProfile`] |
 //! | `wire` | the server process; its stdout as lines read with deadlines |
+//! | `http` | the suite's own Streamable HTTP client: a server reached by URL, read the same way |
 //! | `session` | one JSON-RPC connection in one era: requests, streams, routing of events |
 //! | `event` | the task event envelope and the rules one event can break alone |
 //! | `scenarios` | the checks, grouped by the situation they need |
@@ -56,6 +57,7 @@ mod config;
 mod event;
 mod evidence;
 pub mod faulty;
+mod http;
 mod report;
 mod scenarios;
 mod session;

@@ -67,9 +67,13 @@ impl Session {
         label: &str,
         verbose: bool,
     ) -> Result<(Session, Value), ConnectError> {
-        let server = Server::spawn(command, label, verbose).map_err(|error| {
-            ConnectError::Failed(format!("could not start {:?}: {error}", command.join(" ")))
-        })?;
+        let server = match crate::wire::http_url(command) {
+            Some(url) => Server::connect_http(url, era == Era::Modern, label, verbose)
+                .map_err(|error| ConnectError::Failed(format!("{url}: {error}")))?,
+            None => Server::spawn(command, label, verbose).map_err(|error| {
+                ConnectError::Failed(format!("could not start {:?}: {error}", command.join(" ")))
+            })?,
+        };
         let mut session = Session {
             server,
             era,
@@ -119,6 +123,16 @@ impl Session {
 
     pub(crate) fn era(&self) -> Era {
         self.era
+    }
+
+    /// Whether the session speaks Streamable HTTP (else stdio).
+    pub(crate) fn is_http(&self) -> bool {
+        self.server.is_http()
+    }
+
+    /// Stops (true) or resumes (false) reading from the server: a slow client (HTTP only).
+    pub(crate) fn pause_reading(&self, pause: bool) {
+        self.server.pause_reading(pause);
     }
 
     pub(crate) fn timeout(&self) -> Duration {
