@@ -349,6 +349,36 @@ mod tests {
     }
 
     #[test]
+    fn urls_name_http_endpoints() {
+        let Ok(Request::Run(c)) = parse(&args(&[
+            "--url",
+            "http://127.0.0.1:9/mcp",
+            "--small-retention-url=http://127.0.0.1:10/mcp",
+            "--aged-retention-url",
+            "http://[::1]:11/mcp",
+        ])) else {
+            panic!("--url did not parse");
+        };
+        assert_eq!(c.command, args(&["http://127.0.0.1:9/mcp"]));
+        assert_eq!(
+            c.small_retention_command,
+            Some(args(&["http://127.0.0.1:10/mcp"]))
+        );
+        assert_eq!(
+            c.aged_retention_command,
+            Some(args(&["http://[::1]:11/mcp"]))
+        );
+        for words in [
+            &["--url", "https://x/mcp"][..],
+            &["--url", "127.0.0.1:9"],
+            &["--url", "http://"],
+            &["--small-retention-url", "ftp://x", "srv"],
+        ] {
+            assert!(parse(&args(words)).is_err(), "{words:?}");
+        }
+    }
+
+    #[test]
     fn shell_words() {
         assert_eq!(
             split_command(r#"a  "b c" 'd "e"' f\ g "h\"i" '' x"#).ok(),

@@ -71,7 +71,10 @@ impl TaskProfile {
 /// Everything a run needs.
 #[derive(Clone, Debug)]
 pub struct Config {
-    /// The server under test: a program and its arguments, speaking MCP on stdin/stdout.
+    /// The server under test: a program and its arguments, speaking MCP on stdin/stdout; or
+    /// one word, `http://HOST:PORT/PATH`, a Streamable HTTP endpoint already listening (`--url`),
+    /// which every scenario reaches over connections of its own. The twins below take either
+    /// form too.
     pub command: Vec<String>,
     /// The same server started with a small per-task retention (fewer events than the suite's
     /// 30-tick task produces), for the `events_gone` checks; without it they are skipped.

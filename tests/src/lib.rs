@@ -1,7 +1,8 @@
 //! A black-box conformance suite for SEP-2694, "Resumable Task Event Streams", over any stdio
-//! MCP server.
+//! MCP server or MCP Streamable HTTP endpoint.
 //!
-//! The suite starts the server command, speaks newline-delimited JSON-RPC to it in the modern
+//! The suite starts the server command (or, for a command of one word `http://HOST:PORT/PATH`,
+//! connects to that endpoint, `--url`), speaks newline-delimited JSON-RPC to it in the modern
 //! (2026-07-28) and the legacy (2025-11-25) era, and reports one verdict per requirement ID of
 //! the SEP's checklist that can be observed on the wire (the `CHECKS` table; the traceability
 //! file `sep-2694.yaml` beside this crate maps every requirement, testable or not). It needs
