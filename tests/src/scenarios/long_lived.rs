@@ -21,15 +21,13 @@ pub(crate) const IDS: &[Id] = &[Id::Ts08, Id::Rs03a, Id::Rs05, Id::Rs07];
 
 /// Runs the group, or answers why it cannot run.
 pub(crate) fn run(ctx: &Ctx<'_>, ev: &mut Evidence) -> Result<(), String> {
-    let probe = ctx.connect("long-lived probe")?;
-    if !probe.is_http() {
+    if crate::wire::http_url(&ctx.cfg.command).is_none() {
         return Err(
             "the server is a stdio process, whose one connection ends with it: no task \
                     can outlive its connection there (run the suite with --url)"
                 .to_owned(),
         );
     }
-    drop(probe);
     if let Err(why) = drop_and_resume(ctx, ev) {
         ev.skip_all(IDS, &format!("long-lived group (drop and resume): {why}"));
     }

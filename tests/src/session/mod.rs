@@ -169,7 +169,11 @@ impl Session {
     }
 
     fn send_line(&mut self, line: &str) -> Result<(), Broken> {
+        let http = self.server.is_http();
         self.server.send(line).map_err(|error| {
+            if http {
+                return Broken::Exited(format!("could not reach the endpoint ({error})"));
+            }
             Broken::Exited(format!(
                 "could not write to the server ({error}); its stderr began: {:?}",
                 self.server.stderr_head()
@@ -215,7 +219,11 @@ impl Session {
 
     /// Why a wait for `awaited` ended empty-handed.
     fn broken(&self, awaited: &str) -> Broken {
-        if self.exited {
+        if self.exited && self.server.is_http() {
+            Broken::Exited(format!(
+                "the endpoint stopped accepting connections before the {awaited} came"
+            ))
+        } else if self.exited {
             Broken::Exited(format!(
                 "the server exited before the {awaited} came; its stderr began: {:?}",
                 self.server.stderr_head()
