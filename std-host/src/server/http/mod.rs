@@ -188,7 +188,7 @@ pub fn serve_http(process: Arc<Process>, http: &HttpConfig) -> Result<(), ServeE
 
 /// SIGTERM or SIGINT. The handlers are installed when this is called (not when the future is
 /// first polled), so a signal right after the listening line is not lost.
-fn shutdown_signal() -> Result<impl std::future::Future<Output = ()>, ServeError> {
+pub(super) fn shutdown_signal() -> Result<impl std::future::Future<Output = ()>, ServeError> {
     use tokio::signal::unix::{signal, SignalKind};
     let install = |kind| {
         signal(kind).map_err(|e| ServeError::Http(format!("installing a signal handler: {e}")))
