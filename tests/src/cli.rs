@@ -25,6 +25,9 @@ Options:
                               already running; it is used for every check
   --small-retention-url URL   the small-retention twin as an endpoint (as --small-retention-cmd)
   --aged-retention-url URL    the aged-retention twin as an endpoint (as --aged-retention-cmd)
+  --long-lived                every start of CMD is a new connection to one server that
+                              outlives it (a relay such as taskstream connect): runs the
+                              long-lived group over stdio too (with --url it always runs)
   --era modern|legacy|both    the era(s) to check, in turn (default: both)
   --tool NAME                 the tool that creates a task (default: emit)
   --args JSON                 its arguments for every task (default: the built-in
@@ -108,6 +111,10 @@ fn parse(args: &[String]) -> Result<Request, String> {
         };
         if flag == "--verbose" {
             config.verbose = true;
+            continue;
+        }
+        if flag == "--long-lived" {
+            config.long_lived = true;
             continue;
         }
         let value = match inline {
@@ -360,6 +367,12 @@ mod tests {
             panic!("--url did not parse");
         };
         assert_eq!(c.command, args(&["http://127.0.0.1:9/mcp"]));
+        assert!(!c.long_lived);
+        let Ok(Request::Run(relay)) = parse(&args(&["--long-lived", "--", "relay", "--x"])) else {
+            panic!("--long-lived did not parse");
+        };
+        assert!(relay.long_lived);
+        assert_eq!(relay.command, args(&["relay", "--x"]));
         assert_eq!(
             c.small_retention_command,
             Some(args(&["http://127.0.0.1:10/mcp"]))

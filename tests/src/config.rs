@@ -100,6 +100,10 @@ pub struct Config {
     pub stream_probe: usize,
     /// Print the wire traffic and the server's stderr to stderr.
     pub verbose: bool,
+    /// Every start of the stdio command is a new connection to one server that outlives it
+    /// (a relay such as `taskstream connect`): the long-lived group runs over stdio too. A URL
+    /// target always runs it.
+    pub long_lived: bool,
 }
 
 impl Config {
@@ -119,6 +123,7 @@ impl Config {
             quiet: Duration::from_millis(200),
             stream_probe: 64,
             verbose: false,
+            long_lived: false,
         }
     }
 }

@@ -80,13 +80,14 @@ struct InFlight {
 /// A gate the readers pass before each message: closed, they stop reading (and so the server's
 /// writes back up), which is how a slow client is made.
 #[derive(Default)]
-struct Gate {
+pub(crate) struct Gate {
     paused: Mutex<bool>,
     turn: Condvar,
 }
 
 impl Gate {
-    fn wait_open(&self) {
+    /// Waits while the gate is closed.
+    pub(crate) fn wait_open(&self) {
         let mut paused = self.paused.lock().unwrap_or_else(PoisonError::into_inner);
         while *paused {
             paused = self
@@ -96,7 +97,8 @@ impl Gate {
         }
     }
 
-    fn set(&self, pause: bool) {
+    /// Closes (true) or opens (false) the gate.
+    pub(crate) fn set(&self, pause: bool) {
         *self.paused.lock().unwrap_or_else(PoisonError::into_inner) = pause;
         self.turn.notify_all();
     }

@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use crate::http::HttpConn;
+use crate::http::{Gate, HttpConn};
 
 /// How much of the server's stderr is kept for error messages: the start of it.
 const STDERR_KEPT_BYTES: usize = 4096;
@@ -48,6 +48,8 @@ enum Backend {
         stderr_kept: Arc<Mutex<Vec<u8>>>,
         /// Signalled when stderr reaches end of file.
         stderr_done: Receiver<()>,
+        /// Passed by the stdout reader before each line: closed, it stops reading.
+        gate: Arc<Gate>,
     },
     Http(HttpConn),
 }
@@ -81,11 +83,14 @@ impl Server {
             .spawn()?;
         let stdin = child.stdin.take();
         let (tx, lines) = mpsc::channel();
+        let gate = Arc::new(Gate::default());
         if let Some(stdout) = child.stdout.take() {
+            let gate = Arc::clone(&gate);
             thread::spawn(move || {
                 let mut reader = BufReader::new(stdout);
                 let mut buf = Vec::new();
                 loop {
+                    gate.wait_open();
                     buf.clear();
                     match reader.read_until(b'\n', &mut buf) {
                         Ok(0) | Err(_) => break,
@@ -123,6 +128,7 @@ impl Server {
                 stdin,
                 stderr_kept,
                 stderr_done,
+                gate,
             },
             lines,
             label: label.to_owned(),
@@ -160,11 +166,11 @@ impl Server {
         matches!(self.backend, Backend::Http(_))
     }
 
-    /// Stops (true) or resumes (false) reading what the server sends (HTTP only; a stdio
-    /// server's stdout is always read).
+    /// Stops (true) or resumes (false) reading what the server sends: a slow client.
     pub(crate) fn pause_reading(&self, pause: bool) {
-        if let Backend::Http(conn) = &self.backend {
-            conn.pause(pause);
+        match &self.backend {
+            Backend::Http(conn) => conn.pause(pause),
+            Backend::Process { gate, .. } => gate.set(pause),
         }
     }
 
@@ -241,9 +247,13 @@ impl Server {
 impl Drop for Server {
     fn drop(&mut self) {
         // An HTTP connection closes itself (`HttpConn`'s drop); the endpoint serves on.
-        let Backend::Process { child, stdin, .. } = &mut self.backend else {
+        let Backend::Process {
+            child, stdin, gate, ..
+        } = &mut self.backend
+        else {
             return;
         };
+        gate.set(false);
         // Closing stdin asks a well-behaved server to exit (MCP-DIGEST a.5); give it a moment,
         // then make sure.
         drop(stdin.take());

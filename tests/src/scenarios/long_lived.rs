@@ -1,5 +1,6 @@
 //! The long-lived group: what only a server that outlives its connections can pass, so it runs
-//! over Streamable HTTP only (a stdio server's connection is its process).
+//! over Streamable HTTP, and over stdio only when told that every start of the command is a new
+//! connection to one server (`--long-lived`; a plain stdio server's connection is its process).
 //!
 //! - **Drop and resume**: a client reads a running task's first events, drops its connection
 //!   (no cancellation; a legacy session is ended with `DELETE`), and a new connection finds the
@@ -21,10 +22,11 @@ pub(crate) const IDS: &[Id] = &[Id::Ts08, Id::Rs03a, Id::Rs05, Id::Rs07];
 
 /// Runs the group, or answers why it cannot run.
 pub(crate) fn run(ctx: &Ctx<'_>, ev: &mut Evidence) -> Result<(), String> {
-    if crate::wire::http_url(&ctx.cfg.command).is_none() {
+    if crate::wire::http_url(&ctx.cfg.command).is_none() && !ctx.cfg.long_lived {
         return Err(
             "the server is a stdio process, whose one connection ends with it: no task \
-                    can outlive its connection there (run the suite with --url)"
+                    can outlive its connection there (run the suite with --url, or with \
+                    --long-lived for a command that connects to a server that outlives it)"
                 .to_owned(),
         );
     }

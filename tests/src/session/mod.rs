@@ -130,7 +130,7 @@ impl Session {
         self.server.is_http()
     }
 
-    /// Stops (true) or resumes (false) reading from the server: a slow client (HTTP only).
+    /// Stops (true) or resumes (false) reading from the server: a slow client.
     pub(crate) fn pause_reading(&self, pause: bool) {
         self.server.pause_reading(pause);
     }
