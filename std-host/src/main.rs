@@ -21,8 +21,9 @@ COMMANDS:
                  the host's restarts (see `taskstream connect --help`)
     demo         the reviewer's walk-through: stream, crash, resume, events_gone
                  (see `taskstream demo --help`)
-    conformance  check any stdio MCP server command against SEP-2694:
-                 `taskstream conformance [OPTIONS] -- CMD [ARGS...]`
+    conformance  check any stdio MCP server command, or Streamable HTTP endpoint, against
+                 SEP-2694: `taskstream conformance [OPTIONS] -- CMD [ARGS...]` or
+                 `taskstream conformance [OPTIONS] --url http://HOST:PORT/mcp`
     conformance-server
                  the conformance suite's reference server, for testing clients: correct,
                  or broken on purpose with `--fault NAME` (`--list-client-faults`)
@@ -61,8 +62,8 @@ fn main() -> ExitCode {
     }
 }
 
-/// `taskstream conformance [OPTIONS] -- CMD [ARGS...]`: the black-box suite of
-/// `taskstream-conformance`, against any stdio server command.
+/// `taskstream conformance [OPTIONS] -- CMD [ARGS...]` (or `--url URL`): the black-box suite
+/// of `taskstream-conformance`, against any stdio server command or Streamable HTTP endpoint.
 fn conformance(args: impl Iterator<Item = OsString>) -> ExitCode {
     let mut words = Vec::new();
     for arg in args {

@@ -11,11 +11,23 @@ use crate::report::Report;
 /// The help text.
 pub const USAGE: &str = "\
 Usage: taskstream-conformance [OPTIONS] [--] CMD [ARGS...]
+       taskstream-conformance [OPTIONS] --url URL
 
-Checks the stdio MCP server started by CMD against SEP-2694 (resumable task event streams),
-black-box, in the modern (2026-07-28) and legacy (2025-11-25) eras.
+Checks the stdio MCP server started by CMD, or the MCP Streamable HTTP endpoint at URL,
+against SEP-2694 (resumable task event streams), black-box, in the modern (2026-07-28) and
+legacy (2025-11-25) eras. Over HTTP every check runs where it applies (the rest are skipped
+with the reason), and so does the long-lived group, which only a server that outlives its
+connections can pass: a client drops its connection mid-task and resumes on a new one, two
+clients read one task at different speeds, a late joiner replays.
 
 Options:
+  --url URL                   the server under test is the endpoint URL (http://HOST:PORT/mcp),
+                              already running; it is used for every check
+  --small-retention-url URL   the small-retention twin as an endpoint (as --small-retention-cmd)
+  --aged-retention-url URL    the aged-retention twin as an endpoint (as --aged-retention-cmd)
+  --long-lived                every start of CMD is a new connection to one server that
+                              outlives it (a relay such as taskstream connect): runs the
+                              long-lived group over stdio too (with --url it always runs)
   --era modern|legacy|both    the era(s) to check, in turn (default: both)
   --tool NAME                 the tool that creates a task (default: emit)
   --args JSON                 its arguments for every task (default: the built-in
@@ -101,6 +113,10 @@ fn parse(args: &[String]) -> Result<Request, String> {
             config.verbose = true;
             continue;
         }
+        if flag == "--long-lived" {
+            config.long_lived = true;
+            continue;
+        }
         let value = match inline {
             Some(value) => value,
             None => words
@@ -145,6 +161,13 @@ fn parse(args: &[String]) -> Result<Request, String> {
                 }
                 config.aged_retention_command = Some(command);
             }
+            "--url" => config.command = vec![http_url(flag, &value)?],
+            "--small-retention-url" => {
+                config.small_retention_command = Some(vec![http_url(flag, &value)?]);
+            }
+            "--aged-retention-url" => {
+                config.aged_retention_command = Some(vec![http_url(flag, &value)?]);
+            }
             "--aged-wait-ms" => config.aged_wait = Duration::from_millis(positive(flag, &value)?),
             "--timeout-ms" => config.timeout = Duration::from_millis(positive(flag, &value)?),
             "--quiet-ms" => config.quiet = Duration::from_millis(number(flag, &value)?),
@@ -156,9 +179,21 @@ fn parse(args: &[String]) -> Result<Request, String> {
         }
     }
     if config.command.is_empty() {
-        return Err("no server command given".to_owned());
+        return Err("no server command or --url given".to_owned());
     }
     Ok(Request::Run(Box::new(config)))
+}
+
+/// A Streamable HTTP endpoint: `http://host:port/path`.
+fn http_url(flag: &str, value: &str) -> Result<String, String> {
+    match value.strip_prefix("http://") {
+        Some(rest) if !rest.is_empty() && !rest.contains(char::is_whitespace) => {
+            Ok(value.to_owned())
+        }
+        _ => Err(format!(
+            "{flag} needs an http:// URL (e.g. http://127.0.0.1:8080/mcp), not {value:?}"
+        )),
+    }
 }
 
 fn number(flag: &str, value: &str) -> Result<u64, String> {
@@ -318,6 +353,42 @@ mod tests {
             assert!(parse(&args(words)).is_err(), "{words:?}");
         }
         assert!(matches!(parse(&args(&["-h"])), Ok(Request::Help)));
+    }
+
+    #[test]
+    fn urls_name_http_endpoints() {
+        let Ok(Request::Run(c)) = parse(&args(&[
+            "--url",
+            "http://127.0.0.1:9/mcp",
+            "--small-retention-url=http://127.0.0.1:10/mcp",
+            "--aged-retention-url",
+            "http://[::1]:11/mcp",
+        ])) else {
+            panic!("--url did not parse");
+        };
+        assert_eq!(c.command, args(&["http://127.0.0.1:9/mcp"]));
+        assert!(!c.long_lived);
+        let Ok(Request::Run(relay)) = parse(&args(&["--long-lived", "--", "relay", "--x"])) else {
+            panic!("--long-lived did not parse");
+        };
+        assert!(relay.long_lived);
+        assert_eq!(relay.command, args(&["relay", "--x"]));
+        assert_eq!(
+            c.small_retention_command,
+            Some(args(&["http://127.0.0.1:10/mcp"]))
+        );
+        assert_eq!(
+            c.aged_retention_command,
+            Some(args(&["http://[::1]:11/mcp"]))
+        );
+        for words in [
+            &["--url", "https://x/mcp"][..],
+            &["--url", "127.0.0.1:9"],
+            &["--url", "http://"],
+            &["--small-retention-url", "ftp://x", "srv"],
+        ] {
+            assert!(parse(&args(words)).is_err(), "{words:?}");
+        }
     }
 
     #[test]

@@ -71,7 +71,10 @@ impl TaskProfile {
 /// Everything a run needs.
 #[derive(Clone, Debug)]
 pub struct Config {
-    /// The server under test: a program and its arguments, speaking MCP on stdin/stdout.
+    /// The server under test: a program and its arguments, speaking MCP on stdin/stdout; or
+    /// one word, `http://HOST:PORT/PATH`, a Streamable HTTP endpoint already listening (`--url`),
+    /// which every scenario reaches over connections of its own. The twins below take either
+    /// form too.
     pub command: Vec<String>,
     /// The same server started with a small per-task retention (fewer events than the suite's
     /// 30-tick task produces), for the `events_gone` checks; without it they are skipped.
@@ -97,6 +100,10 @@ pub struct Config {
     pub stream_probe: usize,
     /// Print the wire traffic and the server's stderr to stderr.
     pub verbose: bool,
+    /// Every start of the stdio command is a new connection to one server that outlives it
+    /// (a relay such as `taskstream connect`): the long-lived group runs over stdio too. A URL
+    /// target always runs it.
+    pub long_lived: bool,
 }
 
 impl Config {
@@ -116,6 +123,7 @@ impl Config {
             quiet: Duration::from_millis(200),
             stream_probe: 64,
             verbose: false,
+            long_lived: false,
         }
     }
 }

@@ -20,9 +20,20 @@ pub(crate) enum Verdict {
 #[derive(Debug, Default)]
 pub(crate) struct Evidence {
     verdicts: BTreeMap<Id, Verdict>,
+    notes: Vec<String>,
 }
 
 impl Evidence {
+    /// A line the report prints before the verdicts (which scenario groups ran, or why not).
+    pub(crate) fn note(&mut self, line: String) {
+        self.notes.push(line);
+    }
+
+    /// The notes, in order.
+    pub(crate) fn notes(&self) -> &[String] {
+        &self.notes
+    }
+
     /// The rule held where it was observed.
     pub(crate) fn pass(&mut self, id: Id) {
         match self.verdicts.get(&id) {

@@ -1,7 +1,8 @@
 //! A black-box conformance suite for SEP-2694, "Resumable Task Event Streams", over any stdio
-//! MCP server.
+//! MCP server or MCP Streamable HTTP endpoint.
 //!
-//! The suite starts the server command, speaks newline-delimited JSON-RPC to it in the modern
+//! The suite starts the server command (or, for a command of one word `http://HOST:PORT/PATH`,
+//! connects to that endpoint, `--url`), speaks newline-delimited JSON-RPC to it in the modern
 //! (2026-07-28) and the legacy (2025-11-25) era, and reports one verdict per requirement ID of
 //! the SEP's checklist that can be observed on the wire (the `CHECKS` table; the traceability
 //! file `sep-2694.yaml` beside this crate maps every requirement, testable or not). It needs
@@ -38,6 +39,7 @@
 //! | `cli` | the command line, [`main_with_args`] |
 //! | `config` | [`Config`], [`Era`], [`TaskProfile`] |
 //! | `wire` | the server process; its stdout as lines read with deadlines |
+//! | `http` | the suite's own Streamable HTTP client: a server reached by URL, read the same way |
 //! | `session` | one JSON-RPC connection in one era: requests, streams, routing of events |
 //! | `event` | the task event envelope and the rules one event can break alone |
 //! | `scenarios` | the checks, grouped by the situation they need |
@@ -56,6 +58,7 @@ mod config;
 mod event;
 mod evidence;
 pub mod faulty;
+mod http;
 mod report;
 mod scenarios;
 mod session;

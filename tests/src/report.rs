@@ -48,6 +48,9 @@ pub struct EraReport {
     pub setup_error: Option<String>,
     /// Whether the server speaks this era at all.
     pub spoken: bool,
+    /// Lines printed before the verdicts: whether each scenario group that needs a particular
+    /// server ran, or why not (`RAN long-lived group: ...`, `SKIP long-lived group: ...`).
+    pub notes: Vec<String>,
 }
 
 /// Totals over all eras.
@@ -106,6 +109,7 @@ impl EraReport {
             results,
             setup_error: None,
             spoken: true,
+            notes: ev.notes().to_vec(),
         }
     }
 
@@ -169,6 +173,9 @@ impl EraReport {
         );
         if let Some(error) = &self.setup_error {
             let _ = writeln!(out, "ERROR {}: {error}", self.era.name());
+        }
+        for note in &self.notes {
+            let _ = writeln!(out, "{}", one_line(note));
         }
         // MUST checks first, then the SHOULD ones (warnings), then what is only reported.
         let by_level = [Level::Must, Level::Should, Level::May]

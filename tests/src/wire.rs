@@ -4,7 +4,8 @@
 //! A reader thread turns stdout into a channel of [`Incoming`] items, so a wait is a
 //! `recv_timeout` and never a sleep. stderr is drained by another thread, which keeps its start
 //! (echoed when verbose), because a server may log there freely (MCP-DIGEST a.5). This module
-//! knows newline framing and JSON syntax, nothing of MCP.
+//! knows newline framing and JSON syntax, nothing of MCP. A server reached over Streamable HTTP
+//! (`crate::http`) is read through the same channel.
 
 use std::io::{self, BufRead, BufReader, Read, Write};
 use std::process::{Child, ChildStdin, Command, Stdio};
@@ -14,6 +15,8 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
+
+use crate::http::{Gate, HttpConn};
 
 /// How much of the server's stderr is kept for error messages: the start of it.
 const STDERR_KEPT_BYTES: usize = 4096;
@@ -29,17 +32,34 @@ pub(crate) enum Incoming {
     Closed,
 }
 
-/// A running server process.
+/// A running server process, or a connection to a Streamable HTTP endpoint.
 pub(crate) struct Server {
-    child: Child,
-    stdin: Option<ChildStdin>,
+    backend: Backend,
     lines: Receiver<Incoming>,
-    stderr_kept: Arc<Mutex<Vec<u8>>>,
-    /// Signalled when stderr reaches end of file.
-    stderr_done: Receiver<()>,
     label: String,
     verbose: bool,
     closed: bool,
+}
+
+enum Backend {
+    Process {
+        child: Child,
+        stdin: Option<ChildStdin>,
+        stderr_kept: Arc<Mutex<Vec<u8>>>,
+        /// Signalled when stderr reaches end of file.
+        stderr_done: Receiver<()>,
+        /// Passed by the stdout reader before each line: closed, it stops reading.
+        gate: Arc<Gate>,
+    },
+    Http(HttpConn),
+}
+
+/// The URL when `command` names a Streamable HTTP endpoint: one word, `http://…`.
+pub(crate) fn http_url(command: &[String]) -> Option<&str> {
+    match command {
+        [url] if url.starts_with("http://") => Some(url),
+        _ => None,
+    }
 }
 
 impl Server {
@@ -63,11 +83,14 @@ impl Server {
             .spawn()?;
         let stdin = child.stdin.take();
         let (tx, lines) = mpsc::channel();
+        let gate = Arc::new(Gate::default());
         if let Some(stdout) = child.stdout.take() {
+            let gate = Arc::clone(&gate);
             thread::spawn(move || {
                 let mut reader = BufReader::new(stdout);
                 let mut buf = Vec::new();
                 loop {
+                    gate.wait_open();
                     buf.clear();
                     match reader.read_until(b'\n', &mut buf) {
                         Ok(0) | Err(_) => break,
@@ -100,15 +123,55 @@ impl Server {
             });
         }
         Ok(Server {
-            child,
-            stdin,
+            backend: Backend::Process {
+                child,
+                stdin,
+                stderr_kept,
+                stderr_done,
+                gate,
+            },
             lines,
-            stderr_kept,
-            stderr_done,
             label: label.to_owned(),
             verbose,
             closed: false,
         })
+    }
+
+    /// A connection to the Streamable HTTP endpoint `url`, in the modern era's HTTP rules or
+    /// the legacy one's.
+    ///
+    /// # Errors
+    ///
+    /// `InvalidInput` for a URL this client cannot speak to.
+    pub(crate) fn connect_http(
+        url: &str,
+        modern: bool,
+        label: &str,
+        verbose: bool,
+    ) -> io::Result<Server> {
+        let (tx, lines) = mpsc::channel();
+        let conn = HttpConn::new(url, modern, tx)
+            .map_err(|why| io::Error::new(io::ErrorKind::InvalidInput, why))?;
+        Ok(Server {
+            backend: Backend::Http(conn),
+            lines,
+            label: label.to_owned(),
+            verbose,
+            closed: false,
+        })
+    }
+
+    /// Whether this is a Streamable HTTP connection.
+    pub(crate) fn is_http(&self) -> bool {
+        matches!(self.backend, Backend::Http(_))
+    }
+
+    /// Stops (true) or resumes (false) reading what the server sends: a slow client.
+    pub(crate) fn pause_reading(&self, pause: bool) {
+        match &self.backend {
+            Backend::Http(conn) => conn.pause(pause),
+            Backend::Process { gate, .. } => gate.set(pause),
+        }
     }
 
     /// Writes one message as one line.
@@ -120,7 +183,11 @@ impl Server {
         if self.verbose {
             eprintln!("[{}] > {}", self.label, line);
         }
-        let Some(stdin) = self.stdin.as_mut() else {
+        let stdin = match &mut self.backend {
+            Backend::Http(conn) => return conn.send(line),
+            Backend::Process { stdin, .. } => stdin,
+        };
+        let Some(stdin) = stdin.as_mut() else {
             return Err(io::Error::new(io::ErrorKind::BrokenPipe, "stdin closed"));
         };
         stdin.write_all(line.as_bytes())?;
@@ -157,10 +224,18 @@ impl Server {
     /// a server explains why it stopped. Once the server has exited, its last words may still
     /// be on their way: they are awaited briefly.
     pub(crate) fn stderr_head(&self) -> String {
+        let Backend::Process {
+            stderr_kept,
+            stderr_done,
+            ..
+        } = &self.backend
+        else {
+            return "(an HTTP endpoint: no stderr to show)".to_owned();
+        };
         if self.closed {
-            let _ = self.stderr_done.recv_timeout(Duration::from_millis(200));
+            let _ = stderr_done.recv_timeout(Duration::from_millis(200));
         }
-        let kept = match self.stderr_kept.lock() {
+        let kept = match stderr_kept.lock() {
             Ok(kept) => kept.clone(),
             Err(_) => Vec::new(),
         };
@@ -171,19 +246,27 @@ impl Server {
 
 impl Drop for Server {
     fn drop(&mut self) {
+        // An HTTP connection closes itself (`HttpConn`'s drop); the endpoint serves on.
+        let Backend::Process {
+            child, stdin, gate, ..
+        } = &mut self.backend
+        else {
+            return;
+        };
+        gate.set(false);
         // Closing stdin asks a well-behaved server to exit (MCP-DIGEST a.5); give it a moment,
         // then make sure.
-        drop(self.stdin.take());
+        drop(stdin.take());
         let deadline = Instant::now() + Duration::from_millis(200);
         while Instant::now() < deadline {
-            match self.child.try_wait() {
+            match child.try_wait() {
                 Ok(Some(_)) => return,
                 Ok(None) => thread::sleep(Duration::from_millis(5)),
                 Err(_) => break,
             }
         }
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        let _ = child.kill();
+        let _ = child.wait();
     }
 }
 

@@ -7,5 +7,6 @@
 
 mod bad_input;
 mod client;
+mod conformance;
 mod long_lived;
 mod scale;

@@ -12,8 +12,11 @@
 //! ```
 
 mod fault;
+mod proxy;
 mod server;
 mod task;
+
+pub use proxy::KillOnDisconnect;
 
 use std::io::{self, BufRead};
 use std::sync::mpsc::{self, RecvTimeoutError};

@@ -6,6 +6,7 @@ use std::time::Instant;
 
 use super::{scenario, watch_live_task, Ctx, Shape};
 use crate::catalog::Id;
+use crate::config::Era;
 use crate::evidence::Evidence;
 use crate::session::Session;
 
@@ -45,7 +46,14 @@ fn cancel_stream(ctx: &Ctx<'_>, s: &mut Session, ev: &mut Evidence) -> Result<()
     }
     s.listen(Instant::now() + ctx.cfg.quiet);
     // Anything seen after the cancellation fails DX-04 in `Session::finish`.
-    if s.after_cancel().is_empty() {
+    if s.is_http() && s.era() == Era::Modern {
+        // The client's cancellation is closing the response: nothing can follow on it.
+        ev.skip(
+            Id::Dx04,
+            "over 2026-07-28 Streamable HTTP a stream is cancelled by closing its response, on \
+             which nothing can follow; that the task runs on is TS-08",
+        );
+    } else if s.after_cancel().is_empty() {
         ev.pass(Id::Dx04);
     }
     Ok(())

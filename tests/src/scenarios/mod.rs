@@ -11,6 +11,7 @@
 //! | [`limits`] | many concurrent streams | SE-07 |
 //! | [`gone`] | a task whose first events were dropped (small-retention server) | RS-03b, RT-04, RS-07, EG-01 |
 //! | [`aged`] | terminal tasks with nothing retained (aged-retention server) | RS-06, RS-04, RS-02, RS-03b, RT-04, RS-07, EG-01 |
+//! | [`long_lived`] | a task that outlives its connections (HTTP only): drop and resume, two speeds, a late joiner | TS-08, RS-03a, RS-05, RS-07 |
 //!
 //! The per-event rules (EV-01, EV-04, EV-05..EV-07, EV-08, NT-01, NT-02), contiguity (EV-03,
 //! RS-07: every stream, live or replayed, carries exactly `after + 1, after + 2, …`) and DX-01
@@ -22,6 +23,7 @@ mod concurrency;
 mod gone;
 mod limits;
 mod live;
+mod long_lived;
 mod terminal;
 
 use std::collections::BTreeMap;
@@ -50,6 +52,8 @@ pub(crate) enum Shape {
     Long,
     /// Many events at once: more than a small-retention server keeps.
     Many,
+    /// Events every interval for a few seconds: outlives a dropped connection.
+    Outlive,
 }
 
 impl Shape {
@@ -62,6 +66,7 @@ impl Shape {
             Shape::Unwatched => (3, interval_ms),
             Shape::Long => (1000, 1000),
             Shape::Many => (30, 0),
+            Shape::Outlive => (12, interval_ms),
         }
     }
 }
@@ -184,9 +189,26 @@ pub(crate) fn run_era(cfg: &Config, era: Era) -> EraReport {
             limits::run(&ctx, &mut ev);
             gone::run(&ctx, &mut ev);
             aged::run(&ctx, &mut ev);
+            let group = match long_lived::run(&ctx, &mut ev) {
+                Ok(()) => format!(
+                    "RAN long-lived group: drop and resume on a new connection, two speeds, a \
+                     late joiner (judged under {})",
+                    ids_shown(long_lived::IDS)
+                ),
+                Err(why) => format!("SKIP long-lived group: {why}"),
+            };
+            ev.note(group);
         }
     }
     EraReport::from_evidence(era, &ev, &infos)
+}
+
+/// IDs as printed, comma-separated.
+fn ids_shown(ids: &[Id]) -> String {
+    ids.iter()
+        .map(|id| id.check().id)
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 /// Runs a scenario body on a fresh session of the main command; a setup failure skips `ids`.

@@ -67,9 +67,13 @@ impl Session {
         label: &str,
         verbose: bool,
     ) -> Result<(Session, Value), ConnectError> {
-        let server = Server::spawn(command, label, verbose).map_err(|error| {
-            ConnectError::Failed(format!("could not start {:?}: {error}", command.join(" ")))
-        })?;
+        let server = match crate::wire::http_url(command) {
+            Some(url) => Server::connect_http(url, era == Era::Modern, label, verbose)
+                .map_err(|error| ConnectError::Failed(format!("{url}: {error}")))?,
+            None => Server::spawn(command, label, verbose).map_err(|error| {
+                ConnectError::Failed(format!("could not start {:?}: {error}", command.join(" ")))
+            })?,
+        };
         let mut session = Session {
             server,
             era,
@@ -121,6 +125,16 @@ impl Session {
         self.era
     }
 
+    /// Whether the session speaks Streamable HTTP (else stdio).
+    pub(crate) fn is_http(&self) -> bool {
+        self.server.is_http()
+    }
+
+    /// Stops (true) or resumes (false) reading from the server: a slow client.
+    pub(crate) fn pause_reading(&self, pause: bool) {
+        self.server.pause_reading(pause);
+    }
+
     pub(crate) fn timeout(&self) -> Duration {
         self.timeout
     }
@@ -155,7 +169,11 @@ impl Session {
     }
 
     fn send_line(&mut self, line: &str) -> Result<(), Broken> {
+        let http = self.server.is_http();
         self.server.send(line).map_err(|error| {
+            if http {
+                return Broken::Exited(format!("could not reach the endpoint ({error})"));
+            }
             Broken::Exited(format!(
                 "could not write to the server ({error}); its stderr began: {:?}",
                 self.server.stderr_head()
@@ -201,7 +219,11 @@ impl Session {
 
     /// Why a wait for `awaited` ended empty-handed.
     fn broken(&self, awaited: &str) -> Broken {
-        if self.exited {
+        if self.exited && self.server.is_http() {
+            Broken::Exited(format!(
+                "the endpoint stopped accepting connections before the {awaited} came"
+            ))
+        } else if self.exited {
             Broken::Exited(format!(
                 "the server exited before the {awaited} came; its stderr began: {:?}",
                 self.server.stderr_head()

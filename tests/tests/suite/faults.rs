@@ -222,6 +222,17 @@ fn a_correct_server_passes_every_check() {
             Era::Legacy => &["TS-01", "DX-03", "DX-05"],
         };
         assert_eq!(got.skipped(), skipped, "{era} era\n{render}");
+        // A stdio server's connection is its process: the long-lived group says why it is
+        // skipped, before the verdicts.
+        assert!(
+            got.notes
+                .iter()
+                .any(|n| n.starts_with("SKIP long-lived group: ")
+                    && n.contains("stdio")
+                    && n.contains("--url")),
+            "{era} era\n{render}"
+        );
+        assert!(render.contains("\nSKIP long-lived group: "), "{render}");
     }
     assert_eq!(report.exit_code(), 0);
 }
