@@ -31,7 +31,7 @@ PREFIX = "dev.taskstream."
 TYPE_RE = re.compile(r"^[A-Za-z][A-Za-z0-9_-]*(\.[A-Za-z0-9_-]+){2,}$")
 MAX_TYPE_BYTES = 128
 NAME_RE = re.compile(r"^[a-z0-9]+(-[a-z0-9]+)*$")
-# The server's defaults (INTERFACE.md): a trace must replay under them without loss.
+# The server's defaults (docs/interface.md): a trace must replay under them without loss.
 MAX_PAYLOAD_BYTES = 65536
 MAX_EVENTS = 10000 - 2  # the server adds a working and a terminal status event
 MAX_FILE_BYTES = 2 * 1024 * 1024

@@ -280,3 +280,87 @@ impl HttpSession {
         Ok(got)
     }
 }
+
+impl HttpSession {
+    /// The port of the server.
+    #[must_use]
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    /// A request in the session, answered as JSON or as SSE: its response message.
+    ///
+    /// # Errors
+    /// Any HTTP failure, or no response in the body.
+    pub fn call(&mut self, method: &str, params: &Value) -> io::Result<Value> {
+        let id = self.next_id;
+        self.next_id += 1;
+        let body =
+            serde_json::json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params})
+                .to_string();
+        let mut r = request(self.port, "POST", &self.headers(), Some(&body))?;
+        while let Some(line) = r.body.next_line()? {
+            let line = line.strip_suffix(b"\r").unwrap_or(line);
+            let data = line.strip_prefix(b"data: ").unwrap_or(line);
+            if let Ok(v) = serde_json::from_slice::<Value>(data) {
+                if v.get("id").is_some() {
+                    return Ok(v);
+                }
+            }
+        }
+        Err(io::Error::other(format!(
+            "{method}: no response (status {})",
+            r.status
+        )))
+    }
+
+    /// `tasks/stream {taskId, after?}` answered as SSE, from the request to the last of
+    /// `expected` events (then the response ends it).
+    ///
+    /// # Errors
+    /// Any HTTP failure.
+    pub fn stream(
+        &mut self,
+        task: &str,
+        after: Option<u64>,
+        expected: u64,
+    ) -> io::Result<Received> {
+        let id = self.next_id;
+        self.next_id += 1;
+        let mut params = serde_json::json!({"taskId": task});
+        if let Some(a) = after {
+            params["after"] = a.into();
+        }
+        let body = serde_json::json!({"jsonrpc": "2.0", "id": id, "method": "tasks/stream", "params": params})
+            .to_string();
+        let start = Instant::now();
+        let mut r = request(self.port, "POST", &self.headers(), Some(&body))?;
+        let mut got = Received::default();
+        let mut prev = None;
+        while let Some(ev) = next_event(&mut r.body)? {
+            if is_event(&ev.data) {
+                if got.events == 0 {
+                    got.first = start.elapsed();
+                }
+                got.events += 1;
+                got.bytes += ev.data.len() as u64 + 1;
+                let seq = seq_of(&ev.data);
+                if let (Some(p), Some(s)) = (prev, seq) {
+                    if s < p {
+                        got.out_of_order += 1;
+                    }
+                }
+                prev = seq.or(prev);
+                if got.events == expected {
+                    got.last = start.elapsed();
+                }
+            } else if !ev.data.is_empty() {
+                break;
+            }
+        }
+        if got.events < expected {
+            got.last = start.elapsed();
+        }
+        Ok(got)
+    }
+}

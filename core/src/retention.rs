@@ -30,7 +30,7 @@ impl RetentionPolicy {
     /// 64 KiB.
     pub const DEFAULT_MAX_PAYLOAD_BYTES: u32 = 65_536;
 
-    /// The `taskstream serve` defaults (INTERFACE.md), with no byte limit beyond the event count.
+    /// The `taskstream serve` defaults (docs/interface.md), with no byte limit beyond the event count.
     pub const DEFAULT: RetentionPolicy = RetentionPolicy {
         max_events: Self::DEFAULT_MAX_EVENTS,
         max_bytes: u32::MAX,

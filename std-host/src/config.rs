@@ -1,4 +1,4 @@
-//! The options of `taskstream serve` (INTERFACE.md, "Options of serve"): parsing the command
+//! The options of `taskstream serve` (docs/interface.md, "Options of serve"): parsing the command
 //! line and the environment into a [`ServeConfig`]. Parsing only: nothing here opens files or
 //! reads the clock; the environment is passed in so tests need not touch the process's.
 
@@ -43,8 +43,8 @@ OPTIONS:
                                some [default: 1073741824 (1 GiB)]
     --max-message-bytes N      largest incoming JSON-RPC line [default: 1048576]
     --max-streams N            concurrent tasks/stream requests per connection [default: 16]
-    --max-running-tasks N      tasks and plain tool calls running at once per connection
-                               [default: 1024]
+    --max-running-tasks N      tasks running at once per principal, plus a connection's
+                               plain tool calls [default: 1024]
     --max-total-running-tasks N
                                tasks running at once in the whole server, over every
                                connection [default: 16384]
@@ -66,6 +66,14 @@ STREAMABLE HTTP (instead of stdio):
                                address (repeatable); any other gets 403
     --max-body-bytes N         largest request body [default: --max-message-bytes]
     --max-sessions N           legacy (2025-11-25) sessions at once [default: 1024]
+
+UNIX SOCKET (instead of stdio; what `taskstream connect` starts in the background):
+    --socket                   serve the Unix socket `taskstream.sock` inside the data dir
+                               (0600; peers of another user are refused); each accepted
+                               socket is one connection
+    --idle-exit SECS           with --socket: exit once there has been no connection and no
+                               running task for SECS seconds; 0 never [default: 300]
+    --detach                   with --socket: start a session of its own (no terminal)
     -h, --help                 print this help
 ";
 
@@ -85,7 +93,8 @@ pub struct ServeConfig {
     /// Active `tasks/stream` requests per connection (`--max-streams`), at most
     /// [`MAX_STREAMS_CAPACITY`].
     pub max_streams: usize,
-    /// Tasks and plain tool calls running at once on a connection (`--max-running-tasks`).
+    /// Tasks running at once per principal, plus a connection's plain tool calls
+    /// (`--max-running-tasks`).
     pub max_running_tasks: usize,
     /// Failed task lookups (unknown task, bad cursor) a connection may make per minute before
     /// its Tasks requests are refused for a while (`--max-failed-lookups-per-minute`, SE-07).
@@ -98,7 +107,22 @@ pub struct ServeConfig {
     pub max_total_running_tasks: usize,
     /// Serve Streamable HTTP instead of stdio (`--http` and its options).
     pub http: Option<HttpConfig>,
+    /// Serve the data dir's Unix socket instead of stdio (`--socket` and its options).
+    pub socket: Option<SocketConfig>,
 }
+
+/// The options of `serve --socket`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SocketConfig {
+    /// Seconds without a connection and without a running task before the server exits by
+    /// itself (`--idle-exit`); 0 never.
+    pub idle_exit_secs: u64,
+    /// Start a session of its own, away from any terminal (`--detach`).
+    pub detach: bool,
+}
+
+/// The default of `--idle-exit`.
+pub const DEFAULT_IDLE_EXIT_SECS: u64 = 300;
 
 /// The options of `serve --http`.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -116,7 +140,7 @@ pub struct HttpConfig {
 }
 
 impl ServeConfig {
-    /// The defaults of INTERFACE.md, in memory, principal `local`.
+    /// The defaults of docs/interface.md, in memory, principal `local`.
     #[must_use]
     pub fn in_memory() -> ServeConfig {
         ServeConfig {
@@ -131,6 +155,7 @@ impl ServeConfig {
             durability: Durability::Group,
             max_total_running_tasks: MAX_RUNNING_TASKS_CAPACITY,
             http: None,
+            socket: None,
         }
     }
 }
@@ -206,6 +231,9 @@ pub fn parse_serve(
     let mut allowed_origins = Vec::new();
     let mut max_body_bytes = None;
     let mut max_sessions = 1024;
+    let mut socket = false;
+    let mut idle_exit = None;
+    let mut detach = false;
     let mut args = args.into_iter();
     while let Some(arg) = args.next() {
         let text = arg.to_string_lossy().into_owned();
@@ -287,6 +315,12 @@ pub fn parse_serve(
                     max_sessions: 0,
                 });
             }
+            "--socket" if inline.is_none() => socket = true,
+            "--detach" if inline.is_none() => detach = true,
+            "--idle-exit" => {
+                let flag = "--idle-exit";
+                idle_exit = Some(number(flag, &value(flag)?, 0, u64::MAX / 1000)?);
+            }
             "--auth-token-file" => {
                 auth_token_file = Some(PathBuf::from(value("--auth-token-file")?));
             }
@@ -345,6 +379,21 @@ pub fn parse_serve(
             "--auth-token-file and --allowed-origin need --http".into(),
         ));
     }
+    if socket {
+        if config.http.is_some() || in_memory {
+            return Err(ConfigError::UnknownArgument(
+                "--socket excludes --http and --in-memory".into(),
+            ));
+        }
+        config.socket = Some(SocketConfig {
+            idle_exit_secs: idle_exit.unwrap_or(DEFAULT_IDLE_EXIT_SECS),
+            detach,
+        });
+    } else if idle_exit.is_some() || detach {
+        return Err(ConfigError::UnknownArgument(
+            "--idle-exit and --detach need --socket".into(),
+        ));
+    }
     config.data_dir = match (in_memory, data_dir) {
         (true, Some(_)) => return Err(ConfigError::Conflict),
         (true, None) => None,
@@ -355,7 +404,7 @@ pub fn parse_serve(
 }
 
 /// `$TASKSTREAM_DATA_DIR`, else `$XDG_DATA_HOME/taskstream`, else `~/.local/share/taskstream`
-/// (INTERFACE.md). Empty variables count as unset; a relative `XDG_DATA_HOME` is ignored, as the
+/// (docs/interface.md). Empty variables count as unset; a relative `XDG_DATA_HOME` is ignored, as the
 /// XDG Base Directory specification says.
 ///
 /// # Errors
@@ -531,5 +580,49 @@ mod tests {
             );
         }
         assert_eq!(parse(&["--help"], &[]), Ok(ServeCommand::Help));
+    }
+}
+
+#[cfg(test)]
+mod socket_tests {
+    use super::*;
+
+    fn parse(args: &[&str]) -> Result<ServeCommand, ConfigError> {
+        parse_serve(args.iter().map(OsString::from), |_| None)
+    }
+
+    #[test]
+    fn socket_options() {
+        let Ok(ServeCommand::Run(c)) = parse(&["--data-dir", "d", "--socket"]) else {
+            panic!("--socket refused");
+        };
+        assert_eq!(
+            c.socket,
+            Some(SocketConfig {
+                idle_exit_secs: DEFAULT_IDLE_EXIT_SECS,
+                detach: false
+            })
+        );
+        let Ok(ServeCommand::Run(c)) = parse(&[
+            "--data-dir",
+            "d",
+            "--socket",
+            "--idle-exit",
+            "0",
+            "--detach",
+        ]) else {
+            panic!("--idle-exit refused");
+        };
+        assert_eq!(
+            c.socket,
+            Some(SocketConfig {
+                idle_exit_secs: 0,
+                detach: true
+            })
+        );
+        assert!(parse(&["--data-dir", "d", "--idle-exit", "5"]).is_err());
+        assert!(parse(&["--in-memory", "--socket"]).is_err());
+        assert!(parse(&["--socket", "--http", "127.0.0.1:0", "--data-dir", "d"]).is_err());
+        assert!(parse(&["--data-dir", "d", "--socket", "--idle-exit", "-1"]).is_err());
     }
 }

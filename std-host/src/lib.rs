@@ -4,6 +4,7 @@
 //! | module | owns |
 //! | --- | --- |
 //! | [`client`] | a resumable event-stream client for any Rust MCP host (RS-08..RS-11, EG-02) |
+//! | [`connect`] | `taskstream connect`: the stdio relay to a data dir's long-lived server |
 //! | [`config`] | the options of `taskstream serve` |
 //! | [`demo`] | `taskstream demo`: the reviewer's walk-through, built on [`client`] |
 //! | [`clock`] | the wall clock, as the core's `Millis` |
@@ -15,6 +16,7 @@
 pub mod client;
 pub mod clock;
 pub mod config;
+pub mod connect;
 pub mod demo;
 pub mod log;
 pub mod server;

@@ -16,6 +16,9 @@ USAGE:
 COMMANDS:
     serve        run the MCP server on stdin/stdout, or Streamable HTTP with --http
                  (see `taskstream serve --help`)
+    connect      a stdio MCP server for desktop hosts that relays to the data dir's
+                 long-lived background server, starting one if none runs: tasks outlive
+                 the host's restarts (see `taskstream connect --help`)
     demo         the reviewer's walk-through: stream, crash, resume, events_gone
                  (see `taskstream demo --help`)
     conformance  check any stdio MCP server command against SEP-2694:
@@ -37,6 +40,7 @@ fn main() -> ExitCode {
     let command = args.next();
     match command.as_ref().and_then(|c| c.to_str()) {
         Some("serve") => serve(args),
+        Some("connect") => taskstream::connect::main(args),
         Some("demo") => taskstream::demo::main(args),
         Some("conformance") => conformance(args),
         Some("conformance-server") => conformance_server(args),
@@ -111,6 +115,28 @@ fn serve(args: impl Iterator<Item = OsString>) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
+    if let (Some(socket), Some(dir)) = (config.socket, config.data_dir.clone()) {
+        if socket.detach {
+            // Away from the terminal and the process group of whoever started it.
+            let _ = rustix::process::setsid();
+        }
+        let process = match taskstream::server::Process::start(config, store) {
+            Ok(p) => p,
+            Err(e) => {
+                eprintln!("taskstream serve: starting a thread: {e}");
+                return ExitCode::FAILURE;
+            }
+        };
+        let idle = (socket.idle_exit_secs > 0)
+            .then(|| std::time::Duration::from_secs(socket.idle_exit_secs));
+        return match taskstream::server::serve_socket(process, &dir, idle) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("taskstream serve: {e}");
+                ExitCode::FAILURE
+            }
+        };
+    }
     if let Some(http) = config.http.clone() {
         let process = match taskstream::server::Process::start(config, store) {
             Ok(p) => p,

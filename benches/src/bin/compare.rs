@@ -113,6 +113,63 @@ struct Peers {
     _replay_disk_dir: tempfile::TempDir,
     sdk_stdio: Option<StdioServer>,
     sdk_http: Option<(Child, HttpSession, String)>,
+    /// `taskstream serve --http` holding the same finished task, and its session.
+    http: (Child, HttpSession, String),
+}
+
+/// Starts `taskstream serve --http 127.0.0.1:0` with `flags` and opens a 2025-11-25 session.
+fn taskstream_http(flags: &[&str]) -> (Child, HttpSession) {
+    let mut child = Command::new(taskstream_bin())
+        .arg("serve")
+        .args(flags)
+        .args(["--http", "127.0.0.1:0"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn taskstream serve --http");
+    let stderr = child.stderr.take().expect("stderr");
+    let (tx, rx) = std::sync::mpsc::channel();
+    // The listening line, then the rest of the log drained so the server never blocks on it.
+    std::thread::spawn(move || {
+        let mut tx = Some(tx);
+        for line in BufReader::new(stderr).lines() {
+            let Ok(line) = line else { break };
+            if let Some(port) = line
+                .split("listening on http://127.0.0.1:")
+                .nth(1)
+                .and_then(|r| r.trim_end_matches("/mcp").parse::<u16>().ok())
+            {
+                if let Some(tx) = tx.take() {
+                    let _ = tx.send(port);
+                }
+            }
+        }
+    });
+    let port = rx
+        .recv_timeout(Duration::from_secs(20))
+        .expect("the listening line");
+    let session = HttpSession::open(port).expect("open a session");
+    (child, session)
+}
+
+/// `emit {count: n}` as a task over HTTP; its id.
+fn http_emit(s: &mut HttpSession, n: u64, data: usize) -> String {
+    let r = s
+        .call(
+            "tools/call",
+            &serde_json::json!({"name": "emit", "arguments": {"count": n, "payload_bytes": data}, "task": {}}),
+        )
+        .expect("tools/call");
+    r.pointer("/result/task/taskId")
+        .and_then(serde_json::Value::as_str)
+        .unwrap_or_else(|| panic!("no task in {r}"))
+        .to_owned()
+}
+
+fn stop(mut child: Child) {
+    let _ = child.kill();
+    let _ = child.wait();
 }
 
 fn taskstream(extra: &[&str]) -> StdioServer {
@@ -154,6 +211,20 @@ fn start_peers(o: &Options) -> Peers {
     } else {
         (None, None)
     };
+    let (child, mut session) = taskstream_http(&mem);
+    let task = http_emit(&mut session, o.events, data);
+    loop {
+        let r = session
+            .call("tasks/get", &serde_json::json!({"taskId": task}))
+            .expect("tasks/get");
+        if r.pointer("/result/status")
+            .and_then(serde_json::Value::as_str)
+            != Some("working")
+        {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(2));
+    }
     Peers {
         replay,
         replay_task,
@@ -162,6 +233,7 @@ fn start_peers(o: &Options) -> Peers {
         _replay_disk_dir: replay_disk_dir,
         sdk_stdio,
         sdk_http,
+        http: (child, session, task),
     }
 }
 
@@ -239,6 +311,7 @@ fn workloads<'a>(o: &'a Options, peers: &'a mut Peers) -> Vec<Workload<'a>> {
         replay_disk_task,
         sdk_stdio,
         sdk_http,
+        http,
         ..
     } = peers;
     let mut w: Vec<Workload<'a>> = Vec::new();
@@ -392,6 +465,33 @@ fn workloads<'a>(o: &'a Options, peers: &'a mut Peers) -> Vec<Workload<'a>> {
         )]
     }));
 
+    {
+        let (_, session, task) = http;
+        w.push(Box::new(move || {
+            // tasks/stream {after: 0} over HTTP (SSE), in a 2025-11-25 session.
+            let got = session.stream(task, Some(0), n + 1).expect("stream");
+            assert_eq!((got.events, got.out_of_order), (n + 1, 0));
+            vec![("taskstream_http_replay", Sample::stream(got))]
+        }));
+    }
+    {
+        let max = (n + 10).to_string();
+        w.push(Box::new(move || {
+            let (child, mut session) = taskstream_http(&[
+                "--in-memory",
+                "--durability",
+                "none",
+                "--max-events-per-task",
+                &max,
+            ]);
+            let task = http_emit(&mut session, n, data);
+            let got = session.stream(&task, None, n + 2).expect("stream");
+            assert_eq!((got.events, got.out_of_order), (n + 2, 0));
+            stop(child);
+            vec![("taskstream_http_live", Sample::stream(got))]
+        }));
+    }
+
     if let Some(sdk) = sdk_stdio {
         w.push(Box::new(move || {
             let start = Instant::now();
@@ -412,7 +512,16 @@ fn workloads<'a>(o: &'a Options, peers: &'a mut Peers) -> Vec<Workload<'a>> {
         w.push(Box::new(move || {
             let got = session.replay(&cursor, n).expect("replay");
             assert_eq!(got.events, n, "events replayed over HTTP");
-            vec![("sdk_http_replay", Sample::stream(got))]
+            // Its live stream over Streamable HTTP in the same session (the server keeps one):
+            // `emit` answered as SSE, from the call to its end (each round adds n events to
+            // its in-memory event store).
+            let start = Instant::now();
+            let (_, events) = session.emit(n, data).expect("emit");
+            assert_eq!(events, n, "events received live over HTTP");
+            vec![
+                ("sdk_http_replay", Sample::stream(got)),
+                ("sdk_http_live", Sample::rate(events, start.elapsed())),
+            ]
         }));
     }
     w
@@ -487,6 +596,8 @@ fn main() {
         drop(child.stdin.take());
         let _ = child.wait();
     }
+    let Peers { http, .. } = peers;
+    stop(http.0);
 }
 
 fn report(o: &Options, samples: &BTreeMap<&'static str, Vec<Sample>>) {
@@ -578,6 +689,22 @@ fn report(o: &Options, samples: &BTreeMap<&'static str, Vec<Sample>>) {
         0.5,
         true,
     );
+    let first_ms = samples.get("taskstream_http_replay").map_or(f64::NAN, |v| {
+        median(
+            &v.iter()
+                .filter_map(|s| s.first.map(|d| d.as_secs_f64() * 1e3))
+                .collect::<Vec<_>>(),
+        )
+    });
+    target(
+        format!(
+            "ms to the first replayed event over HTTP, {} events retained",
+            o.events
+        ),
+        first_ms,
+        1.0,
+        false,
+    );
     target(
         "ns to write one notifications/tasks/event (300 B payload)".to_owned(),
         1e9 / med("serialise_event_300B"),
@@ -589,6 +716,19 @@ fn report(o: &Options, samples: &BTreeMap<&'static str, Vec<Sample>>) {
             "taskstream stdio replay / SDK Streamable HTTP replay (InMemoryEventStore)".to_owned(),
             med("taskstream_stdio_replay") / med("sdk_http_replay"),
             20.0,
+            true,
+        );
+        target(
+            "taskstream HTTP replay (tasks/stream over SSE) / SDK Streamable HTTP replay"
+                .to_owned(),
+            med("taskstream_http_replay") / med("sdk_http_replay"),
+            20.0,
+            true,
+        );
+        target(
+            "taskstream HTTP live (tasks/stream over SSE) / SDK Streamable HTTP live".to_owned(),
+            med("taskstream_http_live") / med("sdk_http_live"),
+            5.0,
             true,
         );
         target(

@@ -8,7 +8,7 @@ use crate::demo::ui::Ui;
 /// One property the demo checked.
 #[derive(Clone, Debug)]
 pub(crate) struct Check {
-    /// The requirement IDs it covers (`docs/specification/requirements.md`, or "durability" for INTERFACE.md's
+    /// The requirement IDs it covers (`docs/specification/requirements.md`, or "durability" for docs/interface.md's
     /// promise).
     pub(crate) id: &'static str,
     /// The property, in words.

@@ -1,4 +1,4 @@
-//! Protocol eras (INTERFACE.md "Protocol eras"; MCP-DIGEST a.3, a.4): which era a request is
+//! Protocol eras (docs/interface.md "Protocol eras"; MCP-DIGEST a.3, a.4): which era a request is
 //! served in, the legacy `initialize` handshake, modern `server/discover`, and how results are
 //! dressed for each era.
 //!

@@ -29,6 +29,7 @@
 //! | `delivery` | the delivery thread |
 //! | `cancel` | a sleep-interruptible cancellation flag |
 //! | `guard` | the failed-lookup limit (SE-07, resume attempts) |
+//! | `socket` | `serve --socket`: the data dir's Unix socket, one connection per peer |
 
 mod cancel;
 mod delivery;
@@ -38,6 +39,7 @@ mod io;
 mod lifecycle;
 mod plain;
 mod process;
+pub mod socket;
 mod stream;
 mod tasks;
 mod tools;
@@ -64,6 +66,7 @@ use wire::ServerError;
 
 pub use http::serve_http;
 pub use process::Process;
+pub use socket::serve_socket;
 
 /// Why the server stopped other than at the end of its input.
 #[derive(Debug)]
@@ -215,6 +218,15 @@ pub fn serve(
     conn.shared
         .exit_on_storage_failure
         .store(true, Ordering::Relaxed);
+    log!(
+        Info,
+        "serving on stdio (principal {:?}, {})",
+        conn.shared.config.principal,
+        match &conn.shared.config.data_dir {
+            Some(d) => format!("data dir {}", d.display()),
+            None => "in memory".to_owned(),
+        }
+    );
     let read = io::read_lines(input, max_line, |line| {
         match line {
             io::Line::Message(bytes) => conn.handle_line(bytes),
@@ -318,15 +330,6 @@ impl Connection {
                 move || delivery::run(&shared)
             })
             .map_err(ServeError::Thread)?;
-        log!(
-            Info,
-            "serving on stdio (principal {:?}, {})",
-            shared.config.principal,
-            match &shared.config.data_dir {
-                Some(d) => format!("data dir {}", d.display()),
-                None => "in memory".to_owned(),
-            }
-        );
         Ok(Connection {
             shared,
             session: Session::default(),

@@ -71,7 +71,7 @@ pub use error::StoreError;
 pub use raw::RawEvent;
 pub use wal::{Damage, TornTail, WalError, WalStats};
 
-/// The event type of status transitions (INTERFACE.md, "Tools the server offers").
+/// The event type of status transitions (docs/interface.md, "Tools the server offers").
 pub const STATUS_EVENT_TYPE: &str = "dev.taskstream.task.status";
 
 /// When an appended event is durable.

@@ -1,4 +1,4 @@
-//! The `emit` tool (INTERFACE.md): exactly `count` events of type `dev.taskstream.tick` with
+//! The `emit` tool (docs/interface.md): exactly `count` events of type `dev.taskstream.tick` with
 //! payload `{"i": <0-based index>, "data": <payload_bytes characters>}`, `interval_ms` apart;
 //! with `fail_at = k` the work fails right after event `k` (so `k + 1` ticks are emitted).
 

@@ -417,3 +417,28 @@ async fn half_open_connections_do_not_starve_others() {
     assert_eq!(seqs, [0, 1, 2, 3, 4]);
     drop(held);
 }
+
+/// Header limits: a request whose headers exceed hyper's buffer is refused (431) before any
+/// handler runs, and the server serves on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn oversized_headers_are_refused() {
+    let server = Server::start(&[]);
+    let port = server.port;
+    let status = tokio::task::spawn_blocking(move || {
+        let mut s = TcpStream::connect(("127.0.0.1", port)).expect("connect");
+        s.set_read_timeout(Some(DEADLINE)).expect("timeout");
+        let big = "a".repeat(1 << 20);
+        let head = format!(
+            "POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nX-Big: {big}\r\nContent-Length: 2\r\n\r\n{{}}"
+        );
+        // The server may close before reading it all.
+        let _ = s.write_all(head.as_bytes());
+        let mut buf = [0u8; 64];
+        let n = s.read(&mut buf).unwrap_or(0);
+        String::from_utf8_lossy(&buf[..n]).into_owned()
+    })
+    .await
+    .expect("request");
+    assert!(status.starts_with("HTTP/1.1 431"), "{status:?}");
+    still_serving(&server.url).await;
+}

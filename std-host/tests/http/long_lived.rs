@@ -1,4 +1,4 @@
-//! Tasks that outlive the connection that created them (INTERFACE.md, "Added 2026-12-01").
+//! Tasks that outlive the connection that created them (docs/interface.md, "Added 2026-12-01").
 
 use std::time::Duration;
 
@@ -261,4 +261,34 @@ async fn a_cancelled_stream_ends_without_a_response_and_the_task_runs_on() {
     let (seqs, end) = s.stream(12, &task, Some(1)).await.rest().await;
     assert_eq!(seqs, (2..=41).collect::<Vec<u64>>());
     assert_eq!(end["id"], 12);
+}
+
+/// 2025-11-25: the session's `GET` stream carries `notifications/tasks/status` when a task of
+/// the session's principal ends (SEP-1686); a second `GET` stream is refused (409).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_get_stream_carries_status_notifications() {
+    let server = Server::start(&[]);
+    let s = Session::open(&server.url, None).await;
+    let r =
+        s.c.get(&s.url)
+            .header("accept", "text/event-stream")
+            .header("mcp-session-id", &s.id)
+            .send()
+            .await
+            .expect("get");
+    let mut get = Sse::new(r);
+    assert_eq!(get.status, 200);
+    let second =
+        s.c.get(&s.url)
+            .header("accept", "text/event-stream")
+            .header("mcp-session-id", &s.id)
+            .send()
+            .await
+            .expect("get");
+    assert_eq!(second.status(), 409);
+    let task = s.emit(2, 0).await;
+    let (_, m) = get.message().await.expect("a notification");
+    assert_eq!(m["method"], "notifications/tasks/status");
+    assert_eq!(m["params"]["taskId"], task.as_str());
+    assert_eq!(m["params"]["status"], "completed");
 }

@@ -59,8 +59,13 @@ impl Server {
 
     /// `taskstream serve ARGS` with `env` added to its environment.
     pub(crate) fn spawn_env(args: &[&str], env: &[(&str, &str)]) -> Server {
+        Server::spawn_command("serve", args, env)
+    }
+
+    /// `taskstream COMMAND ARGS` with `env` added to its environment.
+    pub(crate) fn spawn_command(command: &str, args: &[&str], env: &[(&str, &str)]) -> Server {
         let mut child = Command::new(bin())
-            .arg("serve")
+            .arg(command)
             .args(args)
             .envs(env.iter().copied())
             .env_remove("TASKSTREAM_PRINCIPAL")

@@ -1,4 +1,4 @@
-//! The crash test of the durability promise (INTERFACE.md): the real server is killed with
+//! The crash test of the durability promise (docs/interface.md): the real server is killed with
 //! SIGKILL at seeded random moments while tasks append and a client streams; after each restart
 //! on the same data dir, every event the client had received is still there with the same seq
 //! and content, every task's seqs are gap-free, and a task that was running ends `failed` with

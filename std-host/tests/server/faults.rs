@@ -582,15 +582,22 @@ fn loosened_modes_are_repaired_and_unsafe_ownership_is_warned_about() {
         fs::set_permissions(p, fs::Permissions::from_mode(0o644)).expect("chmod");
     }
     fs::set_permissions(&dir, fs::Permissions::from_mode(0o777)).expect("chmod");
-    let mut s = serve(&dir);
+    // Payloads of up to 1 MB, so that one event alone is larger than any node sled keeps
+    // inline: it goes to a blob file whatever way sled splits its nodes.
+    let mut s = Server::spawn(&[
+        "--data-dir",
+        data_arg(&dir),
+        "--max-payload-bytes",
+        "1000000",
+    ]);
+    s.initialize("2025-11-25");
     s.wait_stderr("writable by its group or by everyone");
     s.wait_stderr("had mode 0644; set to 0600");
-    // Large events go to sled's blob files (a node of the index over 128 KiB): owner-only
-    // while the server runs.
-    let big = emit(&mut s, json!({"count": 8, "payload_bytes": 60_000}));
+    // Large events go to sled's blob files: owner-only while the server runs.
+    let big = emit(&mut s, json!({"count": 4, "payload_bytes": 600_000}));
     s.ok("tasks/result", json!({"taskId": big}));
     // sled writes it at the next checkpoint (every few seconds): wait for it, bounded.
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
     let mut files = Vec::new();
     loop {
         files.clear();
@@ -602,7 +609,13 @@ fn loosened_modes_are_repaired_and_unsafe_ownership_is_warned_about() {
         std::thread::sleep(std::time::Duration::from_millis(20));
     }
     for f in &files {
-        let mode = fs::metadata(f).expect("meta").mode() & 0o777;
+        // A file the running server removed since the listing (sled rewrites and drops its
+        // segments) has no mode left to check; any other error fails.
+        let mode = match fs::metadata(f) {
+            Ok(m) => m.mode() & 0o777,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+            Err(e) => panic!("{}: {e}", f.display()),
+        };
         assert_eq!(mode, 0o600, "{} while running", f.display());
     }
     assert!(
@@ -623,10 +636,21 @@ fn running_as_root() -> bool {
     fs::metadata("/proc/self").is_ok_and(|m| m.uid() == 0)
 }
 
+/// Every file under `dir`, while a server may be creating and removing them: a directory or
+/// entry that vanished between listing and reading is skipped, any other error fails.
 fn walk(dir: &Path, out: &mut Vec<PathBuf>) {
-    for e in fs::read_dir(dir).expect("read_dir") {
+    let entries = match fs::read_dir(dir) {
+        Ok(entries) => entries,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return,
+        Err(e) => panic!("{}: {e}", dir.display()),
+    };
+    for e in entries {
         let e = e.expect("entry");
-        let t = e.file_type().expect("type");
+        let t = match e.file_type() {
+            Ok(t) => t,
+            Err(err) if err.kind() == std::io::ErrorKind::NotFound => continue,
+            Err(err) => panic!("{}: {err}", e.path().display()),
+        };
         if t.is_dir() {
             walk(&e.path(), out);
         } else if t.is_file() {

@@ -1,4 +1,4 @@
-//! Restart recovery and principal binding on a data dir (INTERFACE.md "Durability promise").
+//! Restart recovery and principal binding on a data dir (docs/interface.md "Durability promise").
 //! These need the durable store: with the in-memory placeholder, a restart forgets everything.
 
 use serde_json::{json, Value};

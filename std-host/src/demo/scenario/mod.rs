@@ -1,5 +1,5 @@
 //! The demo's steps (4 and 5 in their own files). Each step prints what it does as it happens and records checks that
-//! compare what the server did with what SEP-2694 and INTERFACE.md promise; a check passes only
+//! compare what the server did with what SEP-2694 and docs/interface.md promise; a check passes only
 //! if the comparison holds, so a server that broke the rule would make it fail.
 
 use std::fs::File;
@@ -19,7 +19,7 @@ use crate::demo::ui::{fit, Ui};
 use crate::demo::view::TraceView;
 use crate::workloads::trace::Trace;
 
-/// The event type of status events (INTERFACE.md).
+/// The event type of status events (docs/interface.md).
 const STATUS_TYPE: &str = "dev.taskstream.task.status";
 /// The retention of the last server (step 5).
 const SMALL_RETENTION: u64 = 5;

@@ -102,6 +102,10 @@ pub(crate) struct Origins {
     hosts: Vec<String>,
     /// Accepted `Origin` values (lowercase, scheme://host:port).
     origins: Vec<String>,
+    /// Bound to every interface (`0.0.0.0`, `::`): the server has no one name, so `Host` is
+    /// not restricted (such a bind requires tokens, which a rebinding page does not have);
+    /// `Origin` still is.
+    any_host: bool,
 }
 
 impl Origins {
@@ -125,7 +129,11 @@ impl Origins {
         }
         hosts.sort();
         hosts.dedup();
-        Origins { hosts, origins }
+        Origins {
+            hosts,
+            origins,
+            any_host: bound.ip().is_unspecified(),
+        }
     }
 
     /// Whether a request with these headers may be served (DNS-rebinding protection): `Host`
@@ -135,7 +143,7 @@ impl Origins {
             return false;
         };
         let host = host.to_ascii_lowercase();
-        if !self.hosts.contains(&host) {
+        if !self.any_host && !self.hosts.contains(&host) {
             return false;
         }
         match origin {
@@ -199,5 +207,15 @@ mod tests {
         assert!(!o.allows(None, None));
         assert!(!o.allows(Some(b"127.0.0.1:8080"), Some(b"http://evil.example")));
         assert!(!o.allows(Some(b"127.0.0.1:8080"), Some(b"null")));
+        // Every interface: any Host (tokens are required there), but Origin still checked.
+        let any = Origins::new(
+            "0.0.0.0:8443".parse().unwrap(),
+            &["https://mcp.example.com".to_owned()],
+        );
+        assert!(any.allows(Some(b"mcp.example.com"), None));
+        assert!(any.allows(Some(b"10.1.2.3:8443"), None));
+        assert!(any.allows(Some(b"mcp.example.com"), Some(b"https://mcp.example.com")));
+        assert!(!any.allows(Some(b"mcp.example.com"), Some(b"https://evil.example")));
+        assert!(!any.allows(None, None));
     }
 }
