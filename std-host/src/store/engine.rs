@@ -561,7 +561,7 @@ impl Inner {
             earliest: floor,
             terminal: finishing,
         };
-        if self.durability == Durability::Group {
+        if self.pipelined() {
             // Logged now, durable and visible at the next flush (by the flusher, or by this
             // thread below when it must wait).
             let (queued, ticket) = self.enqueue(pending).map_err(|e| {
@@ -585,6 +585,12 @@ impl Inner {
         self.publish(&pending);
         self.changes.notify();
         Ok(seq)
+    }
+
+    /// Whether appends go through the pipeline: `group` mode with a log (in memory, where
+    /// nothing is logged, an append is visible at once whatever the mode).
+    fn pipelined(&self) -> bool {
+        self.durability == Durability::Group && self.wal.is_some()
     }
 
     /// Logs a pending append (without waiting) and queues it for publication, in one order
@@ -627,7 +633,7 @@ impl Inner {
     /// covered returns at once, instead of flushing the one or two appends queued since (the
     /// next drain then takes them with everything else queued by then).
     fn drain_through(&self, ticket: u64) -> Result<(), StoreError> {
-        if self.durability != Durability::Group {
+        if !self.pipelined() {
             return Ok(());
         }
         let mut pipe = lock(&self.pipe);

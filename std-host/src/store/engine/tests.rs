@@ -283,3 +283,26 @@ fn run(seed: u64) {
         assert_eq!(last.seq.get() as usize + 1, n, "{id}");
     }
 }
+
+#[test]
+fn in_memory_every_mode_appends_and_emits_are_visible_at_once() {
+    for durability in [Durability::Group, Durability::Event, Durability::None] {
+        let store = Store::open(
+            StoreConfig {
+                data_dir: None,
+                durability,
+                retention: RetentionPolicy::DEFAULT,
+                max_store_bytes: DEFAULT_MAX_STORE_BYTES,
+            },
+            Millis(1),
+        )
+        .expect("open");
+        store.create_task(record("t"), Millis(1)).expect("create");
+        let a = store.emit("t", TICK, b"{}", Millis(1)).expect("emit");
+        let b = store
+            .append("t", TICK, br#"{"a":1}"#, Millis(1))
+            .expect("append");
+        assert_eq!((a.get(), b.get()), (1, 2), "{durability:?}");
+        assert_eq!(visible(&store, "t").len(), 3, "{durability:?}");
+    }
+}
