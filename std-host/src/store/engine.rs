@@ -564,11 +564,14 @@ impl Inner {
         if self.pipelined() {
             // Logged now, durable and visible at the next flush (by the flusher, or by this
             // thread below when it must wait).
+            // Set before the append is queued, so that its publication (which may come at
+            // once) finds it and clears it.
+            let before = lock(&slot.state).ahead.replace(ahead);
             let (queued, ticket) = self.enqueue(pending).map_err(|e| {
+                lock(&slot.state).ahead = before;
                 self.release(size, freed);
                 AppendError::Storage(e)
             })?;
-            lock(&slot.state).ahead = Some(ahead);
             let must_wait = wait || new_record_bytes.is_some();
             if must_wait || queued >= MAX_PENDING {
                 self.drain_through(ticket).map_err(AppendError::Storage)?;
