@@ -78,6 +78,42 @@ fn log_append(c: &mut Criterion) {
         });
     }
 
+    // Pipelined (`Store::emit`, group mode): one task appends without waiting; each event is
+    // published once a flush covers it, one flush per batch of whatever is pending. Measured
+    // from the first emit to the last one durable and visible (`wait_durable`).
+    {
+        let dir = scratch_dir();
+        let store = open(
+            Some(dir.path()),
+            Durability::Group,
+            // Below the retention limit, as `none` (at it every append also drops the oldest).
+            retention_for(1 << 24),
+        );
+        let id = task_id(0);
+        create_task(&store, &id);
+        group.bench_function("group_1_emitter_pipelined", |b| {
+            b.iter_custom(|iters| {
+                let before = store.stats().wal.syncs;
+                let started = Instant::now();
+                let mut last = Seq::ZERO;
+                for _ in 0..iters {
+                    last = store.emit(&id, TICK, &payload, now()).expect("emit");
+                }
+                store.wait_durable(&id, last).expect("durable");
+                let took = started.elapsed();
+                let syncs = store.stats().wal.syncs - before;
+                if iters >= 1000 {
+                    println!(
+                        "log_append/group_1_emitter_pipelined: {iters} events in {syncs} \
+                         fdatasyncs, mean batch {:.1}",
+                        iters as f64 / syncs.max(1) as f64
+                    );
+                }
+                took
+            })
+        });
+    }
+
     // What sled's insert alone costs, as the store calls it on every append: the same key
     // layout (id length, id, big-endian seq), a value the size of the event's record, and the
     // store's sled configuration. The rest of `none` is everything else an append does.

@@ -200,9 +200,21 @@ fn crash_child(dir: &Path, mode: Durability, run: &str, seed: u64) -> ! {
                     store.create_task(record(&id), NOW).unwrap();
                     println!("created {id}");
                     let n = 1 + rng.below(20);
+                    // In group mode half the threads pipeline (`emit`): the event is
+                    // acknowledged only once seen (below) or waited for, so kills land
+                    // between an append's return and its flush.
+                    let pipelined = mode == Durability::Group && t % 2 == 0;
                     for i in 0..n {
-                        let seq = store.append(&id, TICK, &payload(&id, i), NOW).unwrap();
-                        println!("ack {id} {seq} {i}");
+                        if pipelined {
+                            let seq = store.emit(&id, TICK, &payload(&id, i), NOW).unwrap();
+                            if rng.below(8) == 0 {
+                                store.wait_durable(&id, seq).unwrap();
+                                println!("ack {id} {seq} {i}");
+                            }
+                        } else {
+                            let seq = store.append(&id, TICK, &payload(&id, i), NOW).unwrap();
+                            println!("ack {id} {seq} {i}");
+                        }
                     }
                     if rng.below(3) > 0 {
                         let seq = store
@@ -214,6 +226,32 @@ fn crash_child(dir: &Path, mode: Durability, run: &str, seed: u64) -> ! {
             })
         })
         .collect();
+    // What a client would receive: every visible event, read as delivery reads it, is
+    // acknowledged (its payload checked first).
+    let observer = {
+        let store = Arc::clone(&store);
+        std::thread::spawn(move || {
+            let mut cursors: BTreeMap<String, u64> = BTreeMap::new();
+            let mut epoch = store.changes().epoch();
+            loop {
+                for view in store.tasks() {
+                    let id = view.record.task_id.clone();
+                    let from = cursors.entry(id.clone()).or_insert(0);
+                    let mut out = Vec::new();
+                    store.read_from(&id, Seq::new(*from).unwrap(), 256, &mut out);
+                    for e in out {
+                        *from = e.seq.get() + 1;
+                        if e.event_type == TICK {
+                            let i = e.seq.get() - 1;
+                            assert_eq!(e.payload, payload(&id, i), "{id} seq {}", e.seq);
+                            println!("ack {id} {} {i}", e.seq);
+                        }
+                    }
+                }
+                epoch = store.changes().wait_past(epoch, Duration::from_millis(50));
+            }
+        })
+    };
     let maintenance = {
         let store = Arc::clone(&store);
         std::thread::spawn(move || {
@@ -233,6 +271,7 @@ fn crash_child(dir: &Path, mode: Durability, run: &str, seed: u64) -> ! {
         t.join().unwrap();
     }
     drop(maintenance);
+    drop(observer);
     std::process::exit(0);
 }
 
@@ -246,6 +285,15 @@ fn verify(store: &Store, acks: &Acks) {
         let seqs: Vec<u64> = got.iter().map(|e| e.seq.get()).collect();
         let expected: Vec<u64> = (0..view.retained.next().get()).collect();
         assert_eq!(seqs, expected, "{task}: seqs are gap-free from 0");
+        // Every event recovered, acknowledged or not, is the one appended at its seq.
+        for e in got.iter().filter(|e| e.event_type == TICK) {
+            assert_eq!(
+                e.payload,
+                payload(task, e.seq.get() - 1),
+                "{task} seq {}",
+                e.seq
+            );
+        }
         for (&seq, &i) in events {
             let e = &got[usize::try_from(seq).unwrap()];
             assert_eq!(e.event_type, TICK, "{task} seq {seq}");

@@ -57,6 +57,87 @@ pub(crate) const CACHE_BYTES: usize = 16 << 10;
 /// A running task's newest events (small first, grown on demand: `store/cache.rs`).
 type Cache = super::cache::TaskCache;
 
+/// Appends queued for publication after which the appending thread flushes them itself,
+/// so a producer faster than the device waits for it rather than queueing without bound.
+const MAX_PENDING: usize = 4096;
+
+/// An append logged (in `group` mode: submitted to the log without waiting) and not yet
+/// published: everything needed to apply it to the index and to make it visible.
+struct Pending {
+    slot: Arc<Slot>,
+    task_id: String,
+    seq: Seq,
+    next: Seq,
+    at: Millis,
+    event_type: String,
+    payload: Vec<u8>,
+    /// The task's new record, for a creation or an end (a `Transition`).
+    state: Option<Vec<u8>>,
+    /// The count limit's new floor, if this append pushes events out (a `Truncate`).
+    floor: Option<Seq>,
+    /// The encoded records: the event's, then the truncation's.
+    buf: Vec<u8>,
+    event_len: usize,
+    new_record: Option<TaskRecord>,
+    new_record_bytes: Option<u64>,
+    /// What the append's reservation counted as freed by the truncation.
+    events_freed: u64,
+}
+
+impl Pending {
+    fn record(&self) -> Record<'_> {
+        let event = EventRecord {
+            task_id: &self.task_id,
+            seq: self.seq,
+            at: self.at,
+            event_type: &self.event_type,
+            payload: &self.payload,
+        };
+        match &self.state {
+            Some(state) => Record::Transition { event, state },
+            None => Record::Event(event),
+        }
+    }
+
+    fn truncate(&self) -> Option<Record<'_>> {
+        self.floor.map(|before| Record::Truncate {
+            task_id: &self.task_id,
+            before,
+        })
+    }
+
+    /// The same, with its records encoded into `buf`.
+    fn encoded(mut self) -> Result<Pending, StoreError> {
+        let mut buf = Vec::with_capacity(self.payload.len() + 128);
+        encode_into(&self.record(), &mut buf)?;
+        let event_len = buf.len();
+        if let Some(t) = self.truncate() {
+            encode_into(&t, &mut buf)?;
+        }
+        self.buf = buf;
+        self.event_len = event_len;
+        Ok(self)
+    }
+
+    /// Its records with their encodings, in log order.
+    fn records(&self) -> impl Iterator<Item = (Record<'_>, &[u8])> {
+        std::iter::once((self.record(), &self.buf[..self.event_len]))
+            .chain(self.truncate().map(|t| (t, &self.buf[self.event_len..])))
+    }
+}
+
+/// The appends queued for publication, in log order.
+#[derive(Default)]
+struct Pipe {
+    items: Vec<Pending>,
+    /// The flusher is to stop (once the queue is empty).
+    stop: bool,
+    /// Appends queued so far: the ticket of the last one.
+    queued: u64,
+    /// A waiter is draining (the leader); the others wait on `drained`.
+    draining: bool,
+}
+
 /// One task.
 pub(crate) struct Slot {
     /// Held across a whole append, so a task's records are in seq order in log and sled.
@@ -76,6 +157,9 @@ pub(crate) struct SlotState {
     pub(crate) removed: bool,
     /// The newest events, while the task runs.
     pub(crate) cache: Option<Box<Cache>>,
+    /// Where the task stands once its logged but not yet durable appends are published
+    /// (`group` mode's pipeline); `None` when nothing of it is pending.
+    pub(crate) ahead: Option<Ahead>,
     /// The size (type plus payload bytes) of each retained event, oldest first: the event
     /// `earliest + i` at `i`. What the store-wide budget counts, and frees on truncation.
     pub(crate) sizes: VecDeque<u32>,
@@ -86,7 +170,27 @@ pub(crate) struct SlotState {
     pub(crate) record_bytes: u64,
 }
 
+/// A task's state as its pending appends leave it: what the next append allocates from.
+#[derive(Clone, Copy)]
+pub(crate) struct Ahead {
+    /// The next seq to allocate.
+    next: Seq,
+    /// The earliest seq retained once the pending count truncations apply.
+    earliest: Seq,
+    /// A pending append ends the task.
+    terminal: bool,
+}
+
 impl SlotState {
+    /// The next seq, the earliest retained seq and whether the task is terminal, counting
+    /// the appends logged but not yet published.
+    fn head(&self) -> (Seq, Seq, bool) {
+        match self.ahead {
+            Some(a) => (a.next, a.earliest, a.terminal),
+            None => (self.next, self.earliest, self.record.status.is_terminal()),
+        }
+    }
+
     /// Forgets the sizes of the events before `floor`; returns the bytes they took.
     fn drop_sizes_before(&mut self, floor: Seq) -> u64 {
         let n = usize::try_from(floor.distance_from(self.earliest)).unwrap_or(usize::MAX);
@@ -150,6 +254,17 @@ pub(crate) struct Inner {
     gate: RwLock<()>,
     /// One checkpoint at a time.
     checkpointing: Mutex<()>,
+    /// `group` mode's appends logged and not yet published, in log order.
+    pipe: Mutex<Pipe>,
+    /// Wakes the flusher when the pipe gets its first append.
+    pipe_cond: Condvar,
+    /// Wakes the waiters of a drain when it ends.
+    drained: Condvar,
+    /// One drain of the pipe at a time (taken before the gate), so appends are published in
+    /// log order.
+    flushing: Mutex<()>,
+    /// The ticket of the last append published (or dropped by a failed drain: see `failed`).
+    published: AtomicU64,
     pub(crate) tasks: RwLock<HashMap<String, Arc<Slot>>>,
     pub(crate) changes: ChangeSignal,
     /// Set by a failure after which the store refuses every write.
@@ -197,6 +312,11 @@ impl Inner {
             rebuilds: AtomicU64::new(0),
             gate: RwLock::new(()),
             checkpointing: Mutex::new(()),
+            pipe: Mutex::new(Pipe::default()),
+            pipe_cond: Condvar::new(),
+            drained: Condvar::new(),
+            flushing: Mutex::new(()),
+            published: AtomicU64::new(0),
             tasks: RwLock::new(tasks),
             changes: ChangeSignal::default(),
             failed: AtomicBool::new(false),
@@ -225,6 +345,7 @@ impl Inner {
             visible: false,
             removed: false,
             cache: None,
+            ahead: None,
             sizes: VecDeque::new(),
             bytes: 0,
             record_bytes: 0,
@@ -242,6 +363,7 @@ impl Inner {
             br#"{"status":"working"}"#,
             now,
             Op::Create,
+            true,
         );
         if pushed.is_err() {
             lock_write(&self.tasks).remove(&id);
@@ -249,14 +371,33 @@ impl Inner {
         pushed.map(|_| ())
     }
 
+    /// Appends an event; with `wait`, returns once it is durable and visible, without (in
+    /// `group` mode) once it is logged, to become durable and visible at the next flush.
     pub(crate) fn append(
         &self,
         task_id: &str,
         event_type: &str,
         payload: &[u8],
         now: Millis,
+        wait: bool,
     ) -> Result<Seq, AppendError> {
-        self.push(task_id, event_type, payload, now, Op::Append)
+        self.push(task_id, event_type, payload, now, Op::Append, wait)
+    }
+
+    /// Returns once the event `seq` of a task (and every event before it) is durable and
+    /// visible, or the task no longer exists.
+    pub(crate) fn wait_durable(&self, task_id: &str, seq: Seq) -> Result<(), StoreError> {
+        let Some(slot) = self.slot(task_id) else {
+            return Ok(());
+        };
+        let pending = {
+            let st = lock(&slot.state);
+            st.next <= seq && st.ahead.is_some_and(|a| a.next > seq)
+        };
+        if pending {
+            self.drain()?;
+        }
+        Ok(())
     }
 
     pub(crate) fn finish(
@@ -284,6 +425,7 @@ impl Inner {
                 result,
                 error,
             },
+            true,
         )
     }
 
@@ -295,8 +437,9 @@ impl Inner {
         payload: &[u8],
         now: Millis,
         op: Op,
+        wait: bool,
     ) -> Result<Seq, AppendError> {
-        let ty = EventType::new(event_type).map_err(AppendError::InvalidType)?;
+        EventType::new(event_type).map_err(AppendError::InvalidType)?;
         let p = Payload::new(payload).map_err(AppendError::InvalidPayload)?;
         let limit = self.retention.max_payload_bytes;
         // The limit is for the events tools emit; the store's own status events always fit.
@@ -333,7 +476,8 @@ impl Inner {
             if st.removed || st.visible != must_be_visible {
                 return Err(AppendError::UnknownTask);
             }
-            if st.record.status.is_terminal() {
+            let (head, head_earliest, terminal) = st.head();
+            if terminal {
                 return Err(AppendError::Terminal);
             }
             let new_record = match op {
@@ -353,9 +497,10 @@ impl Inner {
                     ..st.record.clone()
                 }),
             };
-            // The sizes of the oldest events, which the count limit may push out below.
+            // The sizes of the oldest events, which the count limit may push out below (an
+            // estimate while appends are pending; publication corrects the budget).
             let front: Vec<u32> = st.sizes.iter().take(2).copied().collect();
-            (st.next, st.earliest, new_record, front, st.record_bytes)
+            (head, head_earliest, new_record, front, st.record_bytes)
         };
         let next = seq
             .next()
@@ -366,17 +511,6 @@ impl Inner {
             })?),
             None => None,
         };
-        let event = EventRecord {
-            task_id,
-            seq,
-            at: now,
-            event_type,
-            payload: compact,
-        };
-        let rec = match &state {
-            Some(state) => Record::Transition { event, state },
-            None => Record::Event(event),
-        };
         // Retention by count: the event that makes the log too long pushes the oldest out. Like
         // the core ring, a limit of zero still keeps the newest event.
         let max = u64::from(self.retention.max_events.max(1));
@@ -385,10 +519,6 @@ impl Inner {
         } else {
             earliest
         };
-        let truncate = (floor > earliest).then_some(Record::Truncate {
-            task_id,
-            before: floor,
-        });
         // One append pushes out at most the one or two events beyond the count limit.
         let pushed_out = usize::try_from(floor.distance_from(earliest)).unwrap_or(usize::MAX);
         let events_freed: u64 = sizes_front
@@ -407,57 +537,229 @@ impl Inner {
         };
         self.reserve(size, freed, finishing)?;
 
-        let mut buf = Vec::with_capacity(compact.len() + 128);
-        encode_into(&rec, &mut buf).map_err(AppendError::Storage)?;
-        let event_len = buf.len();
-        if let Some(t) = &truncate {
-            encode_into(t, &mut buf).map_err(AppendError::Storage)?;
-        }
-        self.write(&buf, true, |index| {
-            index.apply(&rec, &buf[..event_len])?;
-            if let Some(t) = &truncate {
-                index.apply(t, &buf[event_len..])?;
+        let pending = Pending {
+            slot: Arc::clone(&slot),
+            task_id: task_id.to_owned(),
+            seq,
+            next,
+            at: now,
+            event_type: event_type.to_owned(),
+            payload: compact.to_vec(),
+            state,
+            floor: (floor > earliest).then_some(floor),
+            buf: Vec::new(),
+            event_len: 0,
+            new_record,
+            new_record_bytes,
+            events_freed,
+        };
+        let pending = pending.encoded().map_err(|e| {
+            self.release(size, freed);
+            AppendError::Storage(e)
+        })?;
+        let ahead = Ahead {
+            next,
+            earliest: floor,
+            terminal: finishing,
+        };
+        if self.pipelined() {
+            // Logged now, durable and visible at the next flush (by the flusher, or by this
+            // thread below when it must wait).
+            // Set before the append is queued, so that its publication (which may come at
+            // once) finds it and clears it.
+            let before = lock(&slot.state).ahead.replace(ahead);
+            let (queued, ticket) = self.enqueue(pending).map_err(|e| {
+                lock(&slot.state).ahead = before;
+                self.release(size, freed);
+                AppendError::Storage(e)
+            })?;
+            let must_wait = wait || new_record_bytes.is_some();
+            if must_wait || queued >= MAX_PENDING {
+                self.drain_through(ticket).map_err(AppendError::Storage)?;
             }
-            Ok(())
+            return Ok(seq);
+        }
+        self.write(&pending.buf, true, |index| {
+            index.apply_all(pending.records())
         })
         .map_err(|e| {
             self.release(size, freed);
             AppendError::Storage(e)
         })?;
-
-        {
-            let mut st = lock(&slot.state);
-            let event_size = (event_type.len() + compact.len()) as u64;
-            st.sizes
-                .push_back(u32::try_from(event_size).unwrap_or(u32::MAX));
-            st.bytes += event_size;
-            if let Some(r) = new_record_bytes {
-                st.record_bytes = r;
-            }
-            let dropped = st.drop_sizes_before(floor);
-            // `freed` looked at the two oldest sizes only; one append pushes out one event.
-            if dropped > events_freed {
-                self.free(dropped - events_freed);
-            }
-            self.dropped_since_rebuild
-                .fetch_add(dropped, Ordering::Relaxed);
-            st.next = next;
-            st.earliest = floor;
-            st.visible = true;
-            if let Some(r) = new_record {
-                st.record = r;
-            }
-            if st.record.status.is_terminal() {
-                st.cache = None;
-            } else {
-                let cache = st
-                    .cache
-                    .get_or_insert_with(|| Box::new(Cache::resuming_at(seq)));
-                cache_append(cache, seq, now, ty, p, floor);
-            }
-        }
+        self.publish(&pending);
         self.changes.notify();
         Ok(seq)
+    }
+
+    /// Whether appends go through the pipeline: `group` mode with a log (in memory, where
+    /// nothing is logged, an append is visible at once whatever the mode).
+    fn pipelined(&self) -> bool {
+        self.durability == Durability::Group && self.wal.is_some()
+    }
+
+    /// Logs a pending append (without waiting) and queues it for publication, in one order
+    /// for both; returns how many are queued and its ticket.
+    fn enqueue(&self, pending: Pending) -> Result<(usize, u64), StoreError> {
+        let Some(wal) = &self.wal else {
+            return Err(StoreError::Failed);
+        };
+        let queued = {
+            let _gate = lock_read(&self.gate);
+            if self.failed.load(Ordering::Acquire) {
+                return Err(StoreError::Failed);
+            }
+            let mut pipe = lock(&self.pipe);
+            if let Err(e) = wal.submit(&pending.buf, false) {
+                drop(pipe);
+                self.set_failed();
+                return Err(StoreError::Wal(e));
+            }
+            pipe.items.push(pending);
+            pipe.queued += 1;
+            (pipe.items.len(), pipe.queued)
+        };
+        if queued.0 == 1 {
+            self.pipe_cond.notify_one();
+        }
+        Ok(queued)
+    }
+
+    /// Makes every queued append durable (one flush for all), applies them to the index in
+    /// one batch, then publishes them; returns once every append queued before the call is
+    /// published (by this thread, or by the one that took it first). A failure is fail-stop.
+    pub(crate) fn drain(&self) -> Result<(), StoreError> {
+        let ticket = lock(&self.pipe).queued;
+        self.drain_through(ticket)
+    }
+
+    /// [`drain`](Self::drain), unless the append with `ticket` (and so every one before it)
+    /// was published meanwhile: a waiter whose append a drain that ran while it waited
+    /// covered returns at once, instead of flushing the one or two appends queued since (the
+    /// next drain then takes them with everything else queued by then).
+    fn drain_through(&self, ticket: u64) -> Result<(), StoreError> {
+        if !self.pipelined() {
+            return Ok(());
+        }
+        let mut pipe = lock(&self.pipe);
+        loop {
+            if self.published.load(Ordering::Acquire) >= ticket {
+                return if self.failed.load(Ordering::Acquire) {
+                    Err(StoreError::Failed)
+                } else {
+                    Ok(())
+                };
+            }
+            if pipe.draining {
+                // Group commit: the leader's drain may cover this append; look again when
+                // it ends.
+                pipe = self
+                    .drained
+                    .wait(pipe)
+                    .unwrap_or_else(std::sync::PoisonError::into_inner);
+                continue;
+            }
+            pipe.draining = true;
+            drop(pipe);
+            let result = {
+                let _one = lock(&self.flushing);
+                let _gate = lock_read(&self.gate);
+                self.drain_locked()
+            };
+            pipe = lock(&self.pipe);
+            pipe.draining = false;
+            self.drained.notify_all();
+            result?;
+        }
+    }
+
+    /// [`drain`](Self::drain) for a caller that holds `flushing` and the gate (shared, or
+    /// exclusive: a checkpoint, so that everything logged is in the index before it records
+    /// its LSN).
+    fn drain_locked(&self) -> Result<(), StoreError> {
+        let Some(wal) = &self.wal else {
+            return Ok(());
+        };
+        let (items, upto, ticket) = {
+            let mut pipe = lock(&self.pipe);
+            (
+                std::mem::take(&mut pipe.items),
+                wal.submitted(),
+                pipe.queued,
+            )
+        };
+        let result = self.publish_all(wal, &items, upto);
+        // On failure the taken appends are dropped, never published: they count as done,
+        // and their waiters see `failed`. Stored only now, so a waiter that sees its ticket
+        // covered sees its append published.
+        self.published.store(ticket, Ordering::Release);
+        result
+    }
+
+    /// Flushes the log through `upto`, applies `items` to the index, publishes them.
+    fn publish_all(&self, wal: &Wal, items: &[Pending], upto: u64) -> Result<(), StoreError> {
+        if self.failed.load(Ordering::Acquire) {
+            return Err(StoreError::Failed);
+        }
+        if items.is_empty() {
+            return Ok(());
+        }
+        self.fail_stop(wal.flush_through(upto).map_err(StoreError::Wal))?;
+        let index = self.index();
+        self.fail_stop(index.apply_all(items.iter().flat_map(|p| p.records())))?;
+        for p in items {
+            self.publish(p);
+        }
+        self.changes.notify();
+        if upto.saturating_sub(self.checkpointed.load(Ordering::Relaxed)) > CHECKPOINT_BYTES {
+            self.wake_checkpointer(false);
+        }
+        Ok(())
+    }
+
+    /// Makes a durable append visible: the task's published state, its read cache.
+    fn publish(&self, p: &Pending) {
+        let mut st = lock(&p.slot.state);
+        let event_size = (p.event_type.len() + p.payload.len()) as u64;
+        st.sizes
+            .push_back(u32::try_from(event_size).unwrap_or(u32::MAX));
+        st.bytes += event_size;
+        if let Some(r) = p.new_record_bytes {
+            st.record_bytes = r;
+        }
+        let floor = p.floor.unwrap_or(st.earliest).max(st.earliest);
+        let dropped = st.drop_sizes_before(floor);
+        // The append reserved its size less `events_freed`, an estimate from the oldest sizes
+        // it saw; what was really dropped settles the difference.
+        if dropped > p.events_freed {
+            self.free(dropped - p.events_freed);
+        } else if dropped < p.events_freed {
+            self.stored_bytes
+                .fetch_add(p.events_freed - dropped, Ordering::AcqRel);
+        }
+        self.dropped_since_rebuild
+            .fetch_add(dropped, Ordering::Relaxed);
+        st.next = p.next;
+        st.earliest = floor;
+        st.visible = true;
+        if st.ahead.is_some_and(|a| a.next == p.next) {
+            st.ahead = None;
+        }
+        if let Some(r) = &p.new_record {
+            st.record = r.clone();
+        }
+        if st.record.status.is_terminal() {
+            st.cache = None;
+        } else if let (Ok(ty), Ok(payload)) =
+            (EventType::new(&p.event_type), Payload::new(&p.payload))
+        {
+            let cache = st
+                .cache
+                .get_or_insert_with(|| Box::new(Cache::resuming_at(p.seq)));
+            cache_append(cache, p.seq, p.at, ty, payload, floor);
+        } else if let Some(cache) = &mut st.cache {
+            // Cannot happen (both were validated); a cache that would miss it must not stay.
+            cache.reset(p.next);
+        }
     }
 
     /// Takes `size` bytes of the store-wide budget for an event whose append frees `freed`
@@ -724,6 +1026,7 @@ impl Inner {
 
     fn sweep_task(&self, id: &str, slot: &Slot, now: Millis) -> Result<Swept, StoreError> {
         let _append = lock(&slot.append);
+        self.settle(slot)?;
         let (record_expired, earliest, next) = {
             let st = lock(&slot.state);
             if st.removed || !st.visible {
@@ -770,6 +1073,44 @@ impl Inner {
         self.truncate(id, slot, earliest, floor)
     }
 
+    /// Publishes a task's pending appends, if it has any (the caller holds its append lock,
+    /// so it has none after this).
+    fn settle(&self, slot: &Slot) -> Result<(), StoreError> {
+        if lock(&slot.state).ahead.is_some() {
+            self.drain()?;
+        }
+        Ok(())
+    }
+
+    /// The flusher's loop (`group` mode): drains the pipe whenever it holds appends, so an
+    /// append that did not wait becomes durable and visible at once, in batches that grow
+    /// with the load; until stopped.
+    pub(crate) fn run_flusher(&self) {
+        loop {
+            {
+                let mut pipe = lock(&self.pipe);
+                while pipe.items.is_empty() && !pipe.stop {
+                    pipe = self
+                        .pipe_cond
+                        .wait(pipe)
+                        .unwrap_or_else(std::sync::PoisonError::into_inner);
+                }
+                if pipe.items.is_empty() {
+                    return;
+                }
+            }
+            // A failure is fail-stop (and the appends it took are never published); the
+            // queue is still drained, so nothing waits on it.
+            let _ = self.drain();
+        }
+    }
+
+    /// Stops the flusher once it has drained the pipe.
+    pub(crate) fn stop_flusher(&self) {
+        lock(&self.pipe).stop = true;
+        self.pipe_cond.notify_all();
+    }
+
     /// Drops the events of a task before `floor` (the caller holds its append lock).
     pub(crate) fn truncate(
         &self,
@@ -811,6 +1152,7 @@ impl Inner {
         let max = u64::from(self.retention.max_events.max(1));
         for (id, slot) in slots {
             let _append = lock(&slot.append);
+            self.settle(&slot)?;
             let (earliest, next) = {
                 let st = lock(&slot.state);
                 (st.earliest, st.next)
@@ -847,10 +1189,14 @@ impl Inner {
         };
         let _one = lock(&self.checkpointing);
         let (lsn, table) = {
+            let _flushing = lock(&self.flushing);
             let _gate = lock_write(&self.gate);
             if self.failed.load(Ordering::Acquire) {
                 return Err(StoreError::Failed);
             }
+            // Every append logged so far is published and in the index before the LSN is
+            // recorded: from the checkpoint on, an event is in the index or in the log.
+            self.drain_locked()?;
             let lsn = self.fail_stop(wal.rotate().map_err(StoreError::Wal))?;
             self.fail_stop(self.index().set_checkpoint(lsn))?;
             (lsn, self.checkpoint_table())
@@ -976,11 +1322,14 @@ impl Inner {
         let old = self.index();
         let copied = new.copy_from(&old)?;
         let (end, replayed, blocked, table) = {
+            let _flushing = lock(&self.flushing);
             let _gate = lock_write(&self.gate);
             let held = Instant::now();
             if self.failed.load(Ordering::Acquire) {
                 return Err(StoreError::Failed);
             }
+            // The pending appends go to the old index (and with the log's replay, to the new).
+            self.drain_locked()?;
             let end = wal.rotate()?;
             let replayed =
                 wal::read_range(wal.dir(), lsn, end, StoreError::Corrupt, |rec, raw| {
@@ -1209,3 +1558,6 @@ fn retained_of(st: &SlotState) -> Option<Retained> {
     }
     Some(Retained::new(st.earliest, st.next).unwrap_or(Retained::EMPTY))
 }
+
+#[cfg(test)]
+mod tests;

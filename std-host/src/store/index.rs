@@ -91,6 +91,33 @@ impl Index {
         self.apply_from(rec, raw, false)
     }
 
+    /// Applies log records in order (each with its encoding), runs of plain events as one
+    /// sled batch; the same state as [`apply`](Self::apply) of each in turn.
+    pub(crate) fn apply_all<'r>(
+        &self,
+        records: impl IntoIterator<Item = (Record<'r>, &'r [u8])>,
+    ) -> Result<(), StoreError> {
+        let mut run: Vec<(sled::IVec, sled::IVec)> = Vec::new();
+        for (rec, raw) in records {
+            if let Record::Event(event) = &rec {
+                run.push((event_key(event.task_id, event.seq).into(), raw.into()));
+                continue;
+            }
+            if !run.is_empty() {
+                self.events
+                    .insert_all(std::mem::take(&mut run))
+                    .map_err(|e| StoreError::index("writing events", e))?;
+            }
+            self.apply(&rec, raw)?;
+        }
+        if !run.is_empty() {
+            self.events
+                .insert_all(run)
+                .map_err(|e| StoreError::index("writing events", e))?;
+        }
+        Ok(())
+    }
+
     /// Applies one log record replayed over a state that may be ahead of it (recovery, or an
     /// index rebuild replaying what changed during its copy). A truncation then deletes every
     /// event of the task below its new floor, not just those from the current floor on: the

@@ -353,6 +353,8 @@ pub struct Store {
     config: StoreConfig,
     inner: Arc<engine::Inner>,
     checkpointer: Option<JoinHandle<()>>,
+    /// `group` mode's flusher: makes appends that did not wait durable and visible.
+    flusher: Option<JoinHandle<()>>,
     report: RecoveryReport,
     /// The data dir lock, held for the life of the store.
     _lock: Option<File>,
@@ -418,7 +420,8 @@ impl Store {
         self.inner.tasks()
     }
 
-    /// Appends an event to a running task and returns its seq, once durable.
+    /// Appends an event to a running task and returns its seq, once it is durable (as the
+    /// durability mode says) and visible to readers.
     ///
     /// # Errors
     /// [`AppendError`]; on error nothing was appended.
@@ -429,7 +432,41 @@ impl Store {
         payload: &[u8],
         now: Millis,
     ) -> Result<Seq, AppendError> {
-        self.inner.append(task_id, event_type, payload, now)
+        self.inner.append(task_id, event_type, payload, now, true)
+    }
+
+    /// Appends an event to a running task and returns its seq without waiting for the device
+    /// (pipelining). In `group` mode the event is logged (in the log's buffer, its seq taken)
+    /// when this returns, and becomes visible (to reads, the change signal, delivery) only
+    /// once a flush that covers it is durable: the store's flusher starts one at once, and
+    /// one flush covers everything appended meanwhile, by any task. Nothing is ever read
+    /// before it is durable. A crash before that flush loses the event (and every later one
+    /// of the task), never an earlier one, and nobody has seen it. In `event` and `none`
+    /// mode this is [`append`](Self::append).
+    ///
+    /// A producer that must know the event is durable before it does something else calls
+    /// [`wait_durable`](Self::wait_durable) with the seq.
+    ///
+    /// # Errors
+    /// As [`append`](Self::append). A flush failure after this returned stops the store
+    /// (fail-stop): the event is never published.
+    pub fn emit(
+        &self,
+        task_id: &str,
+        event_type: &str,
+        payload: &[u8],
+        now: Millis,
+    ) -> Result<Seq, AppendError> {
+        self.inner.append(task_id, event_type, payload, now, false)
+    }
+
+    /// Returns once the event `seq` of a task, and every earlier one, is durable and visible
+    /// (at once if it is already, or if the task is gone).
+    ///
+    /// # Errors
+    /// [`StoreError::Failed`] (or the log's error) if the flush failed: the store has stopped.
+    pub fn wait_durable(&self, task_id: &str, seq: Seq) -> Result<(), StoreError> {
+        self.inner.wait_durable(task_id, seq)
     }
 
     /// Moves a running task to a terminal `status`, storing its result or error, and appends
@@ -545,6 +582,11 @@ impl Store {
 
 impl Drop for Store {
     fn drop(&mut self) {
+        self.inner.stop_flusher();
+        if let Some(thread) = self.flusher.take() {
+            // A panicked flusher leaves the pipe to the close's checkpoint.
+            let _ = thread.join();
+        }
         self.inner.stop_checkpointer();
         if let Some(thread) = self.checkpointer.take() {
             // A panicked checkpointer has nothing left to clean up.

@@ -337,10 +337,26 @@ pub(crate) fn open(config: StoreConfig, now: Millis, mode: Mode) -> Result<Store
     } else {
         None
     };
+    let flusher = if config.durability == Durability::Group && inner.wal.is_some() {
+        let inner = Arc::clone(&inner);
+        Some(
+            std::thread::Builder::new()
+                .name("taskstream-flush".to_owned())
+                .spawn(move || inner.run_flusher())
+                .map_err(|e| StoreError::Io {
+                    context: "starting the flush thread for",
+                    path: config.data_dir.clone().unwrap_or_default(),
+                    source: e,
+                })?,
+        )
+    } else {
+        None
+    };
     Ok(Store {
         config,
         inner,
         checkpointer,
+        flusher,
         report,
         _lock: lock,
     })
@@ -456,6 +472,7 @@ fn load_tasks(
                 visible: true,
                 removed: false,
                 cache: None,
+                ahead: None,
                 sizes,
                 bytes,
                 record_bytes: super::TASK_OVERHEAD_BYTES + json.len() as u64,

@@ -271,6 +271,63 @@ impl Wal {
         }
     }
 
+    /// Returns once everything submitted before `lsn` is durable as the mode says (group
+    /// mode: written and covered by an `fdatasync`, by this thread as the leader, or by the
+    /// leader already flushing it). In the other modes a submission is written at once; this
+    /// only flushes it in `event` mode.
+    pub(crate) fn flush_through(&self, lsn: u64) -> Result<(), WalError> {
+        if self.mode != Durability::Group {
+            if self.mode == Durability::Event {
+                let mut seg = lock(&self.segment);
+                self.sync(&mut seg)?;
+            }
+            return Ok(());
+        }
+        let mut q = lock(&self.queue);
+        loop {
+            if q.durable >= lsn {
+                return Ok(());
+            }
+            if q.failed {
+                return Err(WalError::Failed);
+            }
+            if q.flushing {
+                // The batch in flight is `q.batch - 1`; its leader wakes its waiters when it
+                // ends, whether or not `lsn` was in it, and this thread then looks again.
+                let in_flight = q.batch.wrapping_sub(1);
+                q = self.flushed[parity(in_flight)]
+                    .wait(q)
+                    .unwrap_or_else(std::sync::PoisonError::into_inner);
+                continue;
+            }
+            q.flushing = true;
+            let spare = std::mem::take(&mut q.spare);
+            let mut batch = std::mem::replace(&mut q.pending, spare);
+            let end = q.submitted;
+            let number = q.batch;
+            q.batch += 1;
+            drop(q);
+            let result = {
+                let mut seg = lock(&self.segment);
+                self.write(&mut seg, &batch)
+                    .and_then(|()| self.sync(&mut seg))
+            };
+            batch.clear();
+            q = lock(&self.queue);
+            q.spare = batch;
+            match result {
+                Ok(()) => q.durable = end,
+                Err(_) => q.failed = true,
+            }
+            q.flushing = false;
+            self.flushed[parity(number)].notify_all();
+            // Waiters of the batch that accumulated meanwhile must look again (one of them
+            // leads it).
+            self.flushed[parity(q.batch)].notify_all();
+            result?;
+        }
+    }
+
     fn write(&self, seg: &mut Segment, bytes: &[u8]) -> Result<(), WalError> {
         if seg.failed {
             return Err(WalError::Failed);

@@ -1,0 +1,308 @@
+//! A model test of `group` mode's pipeline: random interleavings of pipelined and waited
+//! appends, flushes, checkpoints, index rebuilds, sweeps, count truncations, crashes and clean
+//! restarts, against a model of what each task was given. After every step what is visible
+//! is a prefix of what was appended, byte for byte; after a crash (the data dir as a killed
+//! process leaves it: the log's file and sled's, without the log's unflushed buffer) every
+//! event that was visible is still there, and what recovery keeps beyond it is what was
+//! appended at those seqs.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use taskstream_core::{Millis, RetentionPolicy, Seq};
+
+use crate::store::{
+    lock, lock_write, Durability, Store, StoreConfig, StoredEvent, TaskRecord, TaskStatus,
+    DEFAULT_MAX_STORE_BYTES, STATUS_EVENT_TYPE,
+};
+
+const TICK: &str = "dev.taskstream.tick";
+/// Small, so that most appends also truncate.
+const MAX_EVENTS: u32 = 6;
+
+struct Rng(u64);
+
+impl Rng {
+    fn below(&mut self, n: u64) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0 % n
+    }
+}
+
+/// Opens the store; without `flusher`, stops its flusher, so that pipelined appends wait
+/// for a drain by a waiting append, a checkpoint, a sweep or the test (longer windows).
+fn open(dir: &Path, flusher: bool) -> Store {
+    let mut store = Store::open(
+        StoreConfig {
+            data_dir: Some(dir.to_owned()),
+            durability: Durability::Group,
+            retention: RetentionPolicy {
+                max_events: MAX_EVENTS,
+                ..RetentionPolicy::DEFAULT
+            },
+            max_store_bytes: DEFAULT_MAX_STORE_BYTES,
+        },
+        Millis(1),
+    )
+    .expect("open");
+    if !flusher {
+        store.inner.stop_flusher();
+        if let Some(t) = store.flusher.take() {
+            t.join().expect("flusher");
+        }
+    }
+    store
+}
+
+fn record(id: &str) -> TaskRecord {
+    TaskRecord {
+        task_id: id.to_owned(),
+        principal: "local".to_owned(),
+        tool: "emit".to_owned(),
+        status: TaskStatus::Working,
+        status_message: None,
+        created_at: Millis(1),
+        last_updated_at: Millis(1),
+        ttl_ms: None,
+        poll_interval_ms: 100,
+        result: None,
+        error: None,
+    }
+}
+
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).expect("mkdir");
+    for entry in std::fs::read_dir(from).expect("read_dir") {
+        let entry = entry.expect("entry");
+        let target = to.join(entry.file_name());
+        if entry.file_type().expect("type").is_dir() {
+            copy_dir(&entry.path(), &target);
+        } else {
+            std::fs::copy(entry.path(), &target).expect("copy");
+        }
+    }
+}
+
+/// What a task was given: its events by seq (type, payload), and whether it ended.
+#[derive(Default)]
+struct Model {
+    events: Vec<(String, Vec<u8>)>,
+    ended: bool,
+}
+
+fn visible(store: &Store, id: &str) -> Vec<StoredEvent> {
+    let mut out = Vec::new();
+    store
+        .try_read_from(id, Seq::ZERO, 1 << 20, &mut out)
+        .expect("read");
+    out
+}
+
+/// What is visible is a gap-free run of what was appended, ending no later than the model.
+fn check_visible(store: &Store, models: &BTreeMap<String, Model>, seed: u64, step: u32) {
+    for (id, m) in models {
+        let view = store
+            .task(id)
+            .unwrap_or_else(|| panic!("seed {seed} step {step}: {id} gone"));
+        let got = visible(store, id);
+        let next = view.retained.next().get();
+        assert!(
+            next as usize <= m.events.len(),
+            "seed {seed} step {step}: {id} shows {next} of {}",
+            m.events.len()
+        );
+        assert!(next - view.retained.earliest().get() <= u64::from(MAX_EVENTS));
+        let want: Vec<u64> = (view.retained.earliest().get()..next).collect();
+        let seqs: Vec<u64> = got.iter().map(|e| e.seq.get()).collect();
+        assert_eq!(seqs, want, "seed {seed} step {step}: {id}");
+        for e in &got {
+            let (ty, payload) = &m.events[e.seq.get() as usize];
+            assert_eq!((&e.event_type, &e.payload), (ty, payload), "{id} {}", e.seq);
+        }
+    }
+}
+
+/// Takes the model to what a restart shows: events lost beyond what recovery kept (it must
+/// keep every one that was visible, `seen`), running tasks ended `failed`.
+fn recovered(store: &Store, models: &mut BTreeMap<String, Model>, seen: &BTreeMap<String, u64>) {
+    for (id, m) in models.iter_mut() {
+        let view = store.task(id).unwrap_or_else(|| panic!("{id} lost"));
+        let got = visible(store, id);
+        let next = view.retained.next().get() as usize;
+        let kept = if m.ended { next } else { next - 1 };
+        assert!(
+            kept as u64 >= seen[id],
+            "{id}: {kept} recovered, {} were visible",
+            seen[id]
+        );
+        assert!(kept <= m.events.len(), "{id}: more recovered than appended");
+        m.events.truncate(kept);
+        if !m.ended {
+            let last = got.last().expect("a status event");
+            assert_eq!(last.event_type, STATUS_EVENT_TYPE);
+            m.events
+                .push((last.event_type.clone(), last.payload.clone()));
+            m.ended = true;
+        }
+    }
+}
+
+#[test]
+fn the_pipeline_keeps_index_and_log_equal_to_the_model() {
+    for seed in 1..=12u64 {
+        run(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15));
+    }
+}
+
+fn run(seed: u64) {
+    let scratch = tempfile::tempdir().expect("tempdir");
+    let mut dir = scratch.path().join("d0");
+    let mut rng = Rng(seed | 1);
+    let flusher = rng.below(2) == 0;
+    let mut store = open(&dir, flusher);
+    let mut models: BTreeMap<String, Model> = BTreeMap::new();
+    let mut made = 0;
+    let mut crashes = 0;
+    for step in 0..300u32 {
+        let running: Vec<String> = models
+            .iter()
+            .filter(|(_, m)| !m.ended)
+            .map(|(id, _)| id.clone())
+            .collect();
+        let pick = |rng: &mut Rng| running[rng.below(running.len() as u64) as usize].clone();
+        match rng.below(100) {
+            r if r < 6 || running.is_empty() => {
+                let id = format!("t{made}");
+                made += 1;
+                store.create_task(record(&id), Millis(1)).expect("create");
+                models.insert(
+                    id,
+                    Model {
+                        events: vec![(
+                            STATUS_EVENT_TYPE.to_owned(),
+                            br#"{"status":"working"}"#.to_vec(),
+                        )],
+                        ended: false,
+                    },
+                );
+            }
+            r if r < 70 => {
+                let id = pick(&mut rng);
+                let payload = format!(r#"{{"step":{step}}}"#).into_bytes();
+                let waited = r >= 60;
+                let seq = if waited {
+                    store.append(&id, TICK, &payload, Millis(1))
+                } else {
+                    store.emit(&id, TICK, &payload, Millis(1))
+                }
+                .expect("append");
+                let m = models.get_mut(&id).expect("model");
+                assert_eq!(seq.get() as usize, m.events.len(), "{id}");
+                m.events.push((TICK.to_owned(), payload));
+                if waited {
+                    let next = store.task(&id).expect("task").retained.next();
+                    assert!(next > seq, "a waited append is visible");
+                }
+            }
+            r if r < 75 => {
+                let id = pick(&mut rng);
+                let last = models[&id].events.len() as u64 - 1;
+                store
+                    .wait_durable(&id, Seq::new(last).expect("seq"))
+                    .expect("wait");
+                let next = store.task(&id).expect("task").retained.next().get();
+                assert!(next > last, "wait_durable returned before {id} {last}");
+            }
+            r if r < 79 => {
+                let id = pick(&mut rng);
+                store
+                    .finish(&id, TaskStatus::Completed, None, None, None, Millis(1))
+                    .expect("finish");
+                let m = models.get_mut(&id).expect("model");
+                m.events.push((
+                    STATUS_EVENT_TYPE.to_owned(),
+                    br#"{"status":"completed"}"#.to_vec(),
+                ));
+                m.ended = true;
+            }
+            r if r < 82 => store.inner.drain().expect("drain"),
+            r if r < 84 => store.checkpoint().expect("checkpoint"),
+            r if r < 86 => store.rebuild_index().expect("rebuild"),
+            r if r < 90 => {
+                store.sweep(Millis(1));
+            }
+            r if r < 95 => {
+                // A crash: the files as they are, with nothing in flight (no drain, no
+                // checkpoint), and the log's unflushed buffer lost.
+                crashes += 1;
+                let next_dir = scratch.path().join(format!("d{}", crashes + made));
+                let seen: BTreeMap<String, u64> = {
+                    let _flushing = lock(&store.inner.flushing);
+                    let _gate = lock_write(&store.inner.gate);
+                    let seen = models
+                        .keys()
+                        .map(|id| {
+                            let view = store.task(id).expect("task");
+                            (id.clone(), view.retained.next().get())
+                        })
+                        .collect();
+                    copy_dir(&dir, &next_dir);
+                    seen
+                };
+                drop(store);
+                dir = next_dir;
+                store = open(&dir, flusher);
+                recovered(&store, &mut models, &seen);
+            }
+            _ => {
+                // A clean restart keeps everything appended.
+                drop(store);
+                store = open(&dir, flusher);
+                let seen = models
+                    .iter()
+                    .map(|(id, m)| (id.clone(), m.events.len() as u64))
+                    .collect();
+                recovered(&store, &mut models, &seen);
+            }
+        }
+        check_visible(&store, &models, seed, step);
+    }
+    // Everything appended is published by a close.
+    drop(store);
+    let store = open(&dir, flusher);
+    for (id, m) in &models {
+        let got = visible(&store, id);
+        let last = got.last().expect("events");
+        let n = if m.ended {
+            m.events.len()
+        } else {
+            m.events.len() + 1
+        };
+        assert_eq!(last.seq.get() as usize + 1, n, "{id}");
+    }
+}
+
+#[test]
+fn in_memory_every_mode_appends_and_emits_are_visible_at_once() {
+    for durability in [Durability::Group, Durability::Event, Durability::None] {
+        let store = Store::open(
+            StoreConfig {
+                data_dir: None,
+                durability,
+                retention: RetentionPolicy::DEFAULT,
+                max_store_bytes: DEFAULT_MAX_STORE_BYTES,
+            },
+            Millis(1),
+        )
+        .expect("open");
+        store.create_task(record("t"), Millis(1)).expect("create");
+        let a = store.emit("t", TICK, b"{}", Millis(1)).expect("emit");
+        let b = store
+            .append("t", TICK, br#"{"a":1}"#, Millis(1))
+            .expect("append");
+        assert_eq!((a.get(), b.get()), (1, 2), "{durability:?}");
+        assert_eq!(visible(&store, "t").len(), 3, "{durability:?}");
+    }
+}
