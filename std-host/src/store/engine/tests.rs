@@ -13,7 +13,7 @@ use taskstream_core::{Millis, RetentionPolicy, Seq};
 
 use crate::store::{
     lock, lock_write, Durability, Store, StoreConfig, StoredEvent, TaskRecord, TaskStatus,
-    DEFAULT_MAX_STORE_BYTES, STATUS_EVENT_TYPE,
+    TaskView, DEFAULT_MAX_STORE_BYTES, STATUS_EVENT_TYPE,
 };
 
 const TICK: &str = "dev.taskstream.tick";
@@ -103,10 +103,24 @@ fn visible(store: &Store, id: &str) -> Vec<StoredEvent> {
 /// What is visible is a gap-free run of what was appended, ending no later than the model.
 fn check_visible(store: &Store, models: &BTreeMap<String, Model>, seed: u64, step: u32) {
     for (id, m) in models {
-        let view = store
-            .task(id)
-            .unwrap_or_else(|| panic!("seed {seed} step {step}: {id} gone"));
-        let got = visible(store, id);
+        // The flusher may publish between reading the task's range and reading its events:
+        // both are taken again until the range did not move around the read (bounded).
+        let view_of = || {
+            store
+                .task(id)
+                .unwrap_or_else(|| panic!("seed {seed} step {step}: {id} gone"))
+        };
+        let range = |v: &TaskView| (v.retained.earliest().get(), v.retained.next().get());
+        let mut tries = 0;
+        let (view, got) = loop {
+            let before = view_of();
+            let got = visible(store, id);
+            let after = view_of();
+            tries += 1;
+            if range(&before) == range(&after) || tries == 1000 {
+                break (before, got);
+            }
+        };
         let next = view.retained.next().get();
         assert!(
             next as usize <= m.events.len(),
