@@ -11,11 +11,17 @@
 // task traffic: here a small coordinator on the same stdio transport. Any violated property
 // fails the run (exit 1, last line `error: ...`).
 //
+// With `--http` the same steps run over Streamable HTTP against `taskstream serve --http`
+// (the SDK's `StreamableHTTPClientTransport`: every POST its own connection, `Mcp-Method` /
+// `Mcp-Name` headers checked by the server, `tasks/stream` answered as `text/event-stream`).
+//
 // Environment: TASKSTREAM_BIN (required) the server binary; TASKSTREAM_ARGS (optional) its
 // arguments, default `serve --in-memory --durability none`.
 
 import { Client } from '@modelcontextprotocol/client';
 import { StdioClientTransport } from '@modelcontextprotocol/client/stdio';
+import { StreamableHTTPClientTransport } from '@modelcontextprotocol/client';
+import { startHttpServer } from '../common/http.mjs';
 import { createTaskSessionFromClient, resultFromTaskOutcome } from '@modelcontextprotocol/ext-tasks/client';
 import * as z from 'zod';
 import {
@@ -35,13 +41,24 @@ const Permissive = z.looseObject({});
 // Failures noted while carrying on, reported at the end.
 const deferred = [];
 
-async function main() {
+/** The transport to the server under test: a stdio child, or (`--http`) a `serve --http`. */
+async function openTransport() {
+    if (process.argv.includes('--http')) {
+        const server = await startHttpServer();
+        const transport = new StreamableHTTPClientTransport(new URL(server.url));
+        return { transport, stderr: server.stderr, stop: server.stop };
+    }
     const { bin, args } = serverCommand();
     const transport = new StdioClientTransport({ command: bin, args, stderr: 'pipe' });
     let stderr = '';
     transport.stderr?.on('data', d => {
         stderr = (stderr + d.toString()).slice(-20000);
     });
+    return { transport, stderr: () => stderr, stop: () => {} };
+}
+
+async function main() {
+    const { transport, stderr, stop } = await openTransport();
 
     // The host-owned raw request path ext-tasks asks for: string ids of our own, answered
     // through the wire tap (the SDK, which also sees those answers, only reports them to onerror).
@@ -207,11 +224,12 @@ async function main() {
     } catch (e) {
         console.log('  --- last wire messages:');
         for (const w of wire.slice(-12)) console.log(`  ${w.dir} ${show(w.msg).slice(0, 400)}`);
-        if (stderr) console.log(`  --- server stderr (tail):\n${stderr.slice(-2000)}`);
+        if (stderr()) console.log(`  --- server stderr (tail):\n${stderr().slice(-2000)}`);
         throw e;
     } finally {
         await session?.close().catch(() => {});
         await client.close().catch(() => {});
+        stop();
     }
     assert(deferred.length === 0, deferred.join('; '));
 }
