@@ -20,6 +20,7 @@ pub struct EventType<'a>(&'a str);
 
 /// Why an event type was refused.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum EventTypeError {
     /// Empty, or longer than [`MAX_EVENT_TYPE_BYTES`].
     Length,

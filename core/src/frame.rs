@@ -353,6 +353,7 @@ impl<'buf> LineReader<'buf> {
 
 /// Why [`read_line`] stopped.
 #[derive(Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum ReadLineError<E> {
     /// The input ended and every line was returned.
     Eof,
@@ -452,6 +453,7 @@ fn finish_line<'r, E>(lines: &'r mut LineReader<'_>) -> Result<Line<'r>, ReadLin
 
 /// Why [`LineWriter::write_line`] refused or failed.
 #[derive(Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum WriteLineError<E> {
     /// The message holds a raw `\n` at this offset; nothing was written (MCP-DIGEST a.5).
     EmbeddedNewline {

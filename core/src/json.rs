@@ -17,6 +17,7 @@ pub const MAX_DEPTH: usize = 128;
 
 /// Why a text is not accepted as JSON.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum JsonError {
     /// The bytes are not UTF-8.
     Utf8,

@@ -119,6 +119,7 @@ fn as_bytes<S: serde::Serializer>(bytes: &&[u8], s: S) -> Result<S::Ok, S::Error
 
 /// Why a record cannot be encoded or decoded.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum RecordError {
     /// The input ends before the record does; `needed` bytes would be required to go on.
     Truncated {

@@ -67,6 +67,7 @@ pub struct Appended {
 
 /// Why an event was refused; the ring is unchanged.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum AppendError {
     /// The compact payload is larger than the policy's `max_payload_bytes`.
     PayloadTooLarge {
@@ -292,6 +293,7 @@ impl<const EVENTS: usize, const BYTES: usize> EventRing<EVENTS, BYTES> {
     }
 
     /// Drops events older than the policy's `max_event_age` at `now`.
+    #[must_use = "the report says which events left the ring"]
     pub fn expire(&mut self, now: Millis, policy: &RetentionPolicy) -> Option<Evicted> {
         let mut count = 0u64;
         while self
@@ -309,6 +311,7 @@ impl<const EVENTS: usize, const BYTES: usize> EventRing<EVENTS, BYTES> {
     }
 
     /// Drops every retained event before `seq` (when the log behind a cache was trimmed).
+    #[must_use = "the report says which events left the ring"]
     pub fn evict_before(&mut self, seq: Seq) -> Option<Evicted> {
         let mut count = 0u64;
         while !self.slots.is_empty() && self.earliest < seq {

@@ -202,6 +202,7 @@ impl<T: Copy + Eq, const N: usize> StreamTable<T, N> {
     ///
     /// `progress(task)` reports a task's retained range and lifecycle now; `None` means the task
     /// no longer exists (expired), and its streams complete (MCP-DIGEST A-09).
+    #[must_use = "a pump that is dropped loses the frame it moved the cursor past"]
     pub fn poll(&mut self, mut progress: impl FnMut(T) -> Option<Progress>) -> Option<Pump<T>> {
         let n = self.entries.len();
         for k in 0..n {

@@ -64,13 +64,14 @@ fn workload(ring: &mut Ring, table: &mut StreamTable<u8, 8>) -> u64 {
         let mut compact = [0u8; 128];
         sum += json::compact_into(text, &mut compact).map_or(0, |n| n as u64);
     }
-    ring.expire(
+    let expired = ring.expire(
         Millis(2000),
         &RetentionPolicy {
             max_event_age: Millis(1990),
             ..policy
         },
     );
+    sum += expired.map_or(0, |e| e.count);
     let retained = ring.retained();
     for after in [
         None,

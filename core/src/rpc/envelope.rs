@@ -70,6 +70,7 @@ pub enum Outcome<'a> {
 
 /// Why a well-formed JSON text is not a valid JSON-RPC message (answered with -32600).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum InvalidMessage {
     /// An array: a batch. Batching was removed in MCP 2025-06-18 (MCP-DIGEST a.5).
     Batch,
@@ -132,6 +133,7 @@ impl fmt::Display for InvalidMessage {
 
 /// Why a line is not a message this receiver can act on.
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum ParseError {
     /// Not JSON: a syntax error, invalid UTF-8, or nesting deeper than [`json::MAX_DEPTH`].
     /// Answered with -32700 and `id: null`.

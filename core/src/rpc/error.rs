@@ -16,6 +16,7 @@ use super::stream::{CancelledParamsError, StreamParamsError};
 
 /// A JSON-RPC error code this receiver answers with.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum ErrorCode {
     /// -32700: the line is not JSON.
     ParseError,
@@ -100,6 +101,7 @@ impl fmt::Display for ErrorCode {
 
 /// A machine-readable `data.reason` of an error response.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum Reason {
     /// `stream_limit`: the connection has reached its limit of active streams (SE-07).
     StreamLimit,
@@ -152,6 +154,7 @@ impl fmt::Display for Reason {
 
 /// The `data` member of an error response.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum ErrorData<'a> {
     /// No `data` member.
     None,

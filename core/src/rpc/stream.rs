@@ -31,6 +31,7 @@ pub struct StreamParams {
 /// Why `tasks/stream` params were refused. Every variant is answered with -32602; see
 /// [`StreamParamsError::rule`] for the requirement each one enforces.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum StreamParamsError {
     /// The params are not well-formed JSON (only when not taken from a parsed line).
     Malformed,
@@ -217,6 +218,7 @@ fn parse_after(text: &[u8], kind: Kind) -> Result<Seq, StreamParamsError> {
 /// Why `notifications/cancelled` params were refused. Notifications are never answered: the
 /// receiver ignores such a cancellation (and may log it).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum CancelledParamsError {
     /// The params are not a well-formed JSON object.
     NotAnObject,

@@ -30,6 +30,7 @@ impl core::error::Error for BufferTooSmall {}
 
 /// The protocol era of the request being answered (MCP-DIGEST a.3, a.4).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum Era {
     /// 2025-06-18 / 2025-11-25, chosen by an `initialize` handshake: results are plain.
     Legacy,

@@ -184,10 +184,16 @@ pub(crate) fn run(ops: &[Op], max_events: u32) -> Result<(), String> {
             Op::Advance { ms } => {
                 now += ms;
                 for (ring, m) in rings.iter_mut().zip(&mut model) {
-                    ring.expire(Millis(now), &policy);
+                    let report = ring.expire(Millis(now), &policy);
+                    let before = m.earliest;
                     while m.earliest < m.next() && now - m.all[m.earliest as usize].2 > 50 {
                         m.earliest += 1;
                     }
+                    ensure_eq!(
+                        report.map(|e| (e.count, e.earliest.get())),
+                        (m.earliest > before).then(|| (m.earliest - before, m.earliest)),
+                        "the expiry report"
+                    );
                     ensure_eq!(
                         ring.retained().earliest().get(),
                         m.earliest,

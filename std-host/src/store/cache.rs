@@ -66,14 +66,15 @@ impl TaskCache {
         }
     }
 
-    /// Drops the events before `seq`.
+    /// Drops the events before `seq`. A read cache: the store has already truncated the index and
+    /// freed the budget for them, so the ring's report of what it dropped has no one to tell.
     pub(crate) fn evict_before(&mut self, seq: Seq) {
         match self {
             TaskCache::Small(r) => {
-                r.evict_before(seq);
+                let _dropped = r.evict_before(seq);
             }
             TaskCache::Full(r) => {
-                r.evict_before(seq);
+                let _dropped = r.evict_before(seq);
             }
         }
     }
