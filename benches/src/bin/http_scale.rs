@@ -3,8 +3,11 @@
 //! the server's resident memory and thread count before, with the tasks, and at the peak with
 //! the streams, the time to create the tasks, and whether every stream was gap-free.
 //!
-//! `http_scale [--tasks N] [--streams M] [--interval-ms MS] [--bin PATH]` (defaults 10000,
-//! 1000, 500, the release binary next to this one). Each task lives `20 × MS`: on a loaded
+//! `http_scale [--tasks N] [--streams M] [--events E] [--interval-ms MS] [--bin PATH]`
+//! (defaults 10000, 1000, 20, 500, the release binary next to this one). It also prints the
+//! fan-out rate: the frames every stream received, together, per second from the first stream
+//! opened to the last one done; `--tasks 1 --events 2000 --interval-ms 1` measures it for
+//! `M` streams following one live task. Each task lives `E × MS`: on a loaded
 //! machine where creating the tasks takes longer than that, raise `--interval-ms` so that
 //! every task is still live when the memory is read (the thread count shows it). Loopback only. Memory is read from `/proc/PID/status`.
 
@@ -98,6 +101,7 @@ async fn main() {
     let mut tasks_n: u64 = 10_000;
     let mut streams_n: u64 = 1_000;
     let mut interval_ms: u64 = INTERVAL_MS;
+    let mut events: u64 = EVENTS;
     let mut bin = std::env::current_exe()
         .ok()
         .and_then(|p| p.parent().map(|d| d.join("taskstream")))
@@ -118,6 +122,7 @@ async fn main() {
                     .and_then(|v| v.parse().ok())
                     .unwrap_or(interval_ms)
             }
+            "--events" => events = args.next().and_then(|v| v.parse().ok()).unwrap_or(events),
             "--bin" => bin = args.next().map(Into::into).unwrap_or(bin),
             other => {
                 eprintln!("http_scale: unknown argument {other:?}");
@@ -186,7 +191,7 @@ async fn main() {
                     return;
                 }
                 let r = request(&c, &url, i, "tools/call",
-                    json!({"name": "emit", "arguments": {"count": EVENTS, "interval_ms": interval_ms}}))
+                    json!({"name": "emit", "arguments": {"count": events, "interval_ms": interval_ms}}))
                     .send()
                     .await;
                 let v: Value = match r {
@@ -244,9 +249,11 @@ async fn main() {
         }));
     }
     let mut gap_free = 0;
-    let want: Vec<u64> = (0..=EVENTS + 1).collect();
+    let mut frames: u64 = 0;
+    let want: Vec<u64> = (0..=events + 1).collect();
     for s in streams {
         if let Ok((seqs, answered)) = s.await {
+            frames += seqs.len() as u64;
             if answered && seqs == want {
                 gap_free += 1;
             }
@@ -257,7 +264,7 @@ async fn main() {
     let peak_rss = peak.load(Ordering::Relaxed).max(tasks_rss);
     let _ = child.kill();
     let _ = child.wait();
-    println!("http_scale: {tasks_n} live tasks (emit {EVENTS} events, {interval_ms} ms apart), {streams_n} concurrent SSE streams");
+    println!("http_scale: {tasks_n} live tasks (emit {events} events, {interval_ms} ms apart), {streams_n} concurrent SSE streams");
     println!(
         "  server at start:        RSS {:>7.1} MiB, {base_threads} threads",
         mib(base_rss)
@@ -269,6 +276,10 @@ async fn main() {
         peak_threads.load(Ordering::Relaxed)
     );
     println!("  streams gap-free, answered: {gap_free}/{streams_n} (all done in {streams_s:.2} s)");
+    println!(
+        "  fan-out: {frames} event frames to {streams_n} streams in {streams_s:.2} s: {:.0} frames/s",
+        frames as f64 / streams_s.max(1e-9)
+    );
     if gap_free != streams_n {
         std::process::exit(1);
     }
