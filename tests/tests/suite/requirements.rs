@@ -328,12 +328,12 @@ fn the_scanner_sees_what_it_must() {
     );
     assert_eq!(
         cited_paths(
-            "`core/src/lib.rs` `rust-toolchain.toml` `wal/<lsn>.wal` `x`",
+            "`core/src/lib.rs` `no-such-file.toml` `wal/<lsn>.wal` `x`",
             false
         ),
         vec![
             ("core/src/lib.rs".to_owned(), false),
-            ("rust-toolchain.toml".to_owned(), false)
+            ("no-such-file.toml".to_owned(), false)
         ]
     );
     assert_eq!(
@@ -345,6 +345,6 @@ fn the_scanner_sees_what_it_must() {
     files(&root, &mut all);
     let from = root.join("docs/guide.md");
     assert!(exists("ARCHITECTURE.md", false, &from, &all));
-    assert!(!exists("rust-toolchain.toml", false, &from, &all));
+    assert!(!exists("no-such-file.toml", false, &from, &all));
     assert!(exists("specification/tasks-stream.md", true, &from, &all));
 }
