@@ -116,14 +116,12 @@ fn parse(args: impl Iterator<Item = OsString>) -> Result<Option<Options>, String
     Ok(Some(options))
 }
 
-/// A fresh directory under the system temp dir, named with random bytes.
-fn fresh_temp_dir() -> Result<PathBuf, String> {
-    let mut bytes = [0u8; 8];
-    getrandom::fill(&mut bytes).map_err(|e| format!("no randomness for a temp dir name: {e}"))?;
-    let name: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
-    let dir = std::env::temp_dir().join(format!("taskstream-demo-{name}"));
-    std::fs::create_dir(&dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
-    Ok(dir)
+/// A fresh directory under the system temp dir, removed when dropped unless kept.
+fn fresh_temp_dir() -> Result<tempfile::TempDir, String> {
+    tempfile::Builder::new()
+        .prefix("taskstream-demo-")
+        .tempdir()
+        .map_err(|e| format!("cannot create a temp dir: {e}"))
 }
 
 /// Runs `taskstream demo` with the arguments after `demo`; the exit code is 0 only if every
@@ -165,9 +163,12 @@ fn run(options: &Options) -> Result<bool, String> {
         Some(dir) => {
             std::fs::create_dir_all(dir)
                 .map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
-            (dir.clone(), false)
+            (dir.clone(), None)
         }
-        None => (fresh_temp_dir()?, true),
+        None => {
+            let dir = fresh_temp_dir()?;
+            (dir.path().to_path_buf(), Some(dir))
+        }
     };
     let duration_secs = trace.duration_ms as f64 / 1000.0;
     let speed = options.speed.unwrap_or_else(|| {
@@ -211,13 +212,22 @@ fn run(options: &Options) -> Result<bool, String> {
         .fact("dataDir", json!(root.display().to_string()));
     demo.report.print_table(&mut demo.ui);
     let ok = demo.report.ok();
-    let keep = !temporary || options.keep;
-    if keep {
-        demo.ui
-            .raw_line(&format!("data dir kept: {}", root.display()));
-    } else if let Err(e) = std::fs::remove_dir_all(&root) {
-        demo.ui
-            .raw_line(&format!("could not remove {}: {e}", root.display()));
+    let keep = temporary.is_none() || options.keep;
+    match temporary {
+        Some(dir) if !options.keep => {
+            if let Err(e) = dir.close() {
+                demo.ui
+                    .raw_line(&format!("could not remove {}: {e}", root.display()));
+            }
+        }
+        Some(dir) => {
+            let _kept = dir.keep();
+            demo.ui
+                .raw_line(&format!("data dir kept: {}", root.display()));
+        }
+        None => demo
+            .ui
+            .raw_line(&format!("data dir kept: {}", root.display())),
     }
     demo.report.fact("dataDirKept", json!(keep));
     if options.json {
