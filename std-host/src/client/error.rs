@@ -5,7 +5,6 @@
 //! Codes and reasons of SEP-2694 are matched only here ([`RpcError::events_gone`]), so the rest
 //! of the client never compares a number with `-32010`.
 
-use std::fmt;
 use std::io;
 use std::time::Duration;
 
@@ -18,7 +17,8 @@ pub const EVENTS_GONE_CODE: i64 = -32010;
 pub const EVENTS_GONE_REASON: &str = "events_gone";
 
 /// A JSON-RPC error object as the server sent it.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+#[error("JSON-RPC error {code}: {message}{}", data.as_ref().map(|d| format!(" (data: {d})")).unwrap_or_default())]
 pub struct RpcError {
     /// The error code.
     pub code: i64,
@@ -98,20 +98,9 @@ impl RpcError {
     }
 }
 
-impl fmt::Display for RpcError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "JSON-RPC error {}: {}", self.code, self.message)?;
-        if let Some(data) = &self.data {
-            write!(f, " (data: {data})")?;
-        }
-        Ok(())
-    }
-}
-
-impl std::error::Error for RpcError {}
-
 /// A valid `events_gone` answer (EG-01): the events after the cursor are no longer retained.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("events_gone for task {task_id}: earliest retained seq is {earliest_seq}")]
 pub struct EventsGone {
     /// `data.taskId`.
     pub task_id: String,
@@ -121,24 +110,16 @@ pub struct EventsGone {
     pub message: String,
 }
 
-impl fmt::Display for EventsGone {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "events_gone for task {}: earliest retained seq is {}",
-            self.task_id, self.earliest_seq
-        )
-    }
-}
-
 /// Something the server sent that breaks SEP-2694 or MCP; a strict client refuses it.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum Violation {
+    #[error("event seq {seq} lacks the related-task _meta (NT-01)")]
     /// An event notification without `_meta["io.modelcontextprotocol/related-task"]` (NT-01).
     MissingRelatedTask {
         /// The event's seq.
         seq: u64,
     },
+    #[error("event seq {seq}: related-task _meta names task {meta_task_id:?} (NT-02)")]
     /// The related-task `_meta` names another task than `params.taskId` (NT-02).
     RelatedTaskMismatch {
         /// The event's seq.
@@ -146,6 +127,7 @@ pub enum Violation {
         /// The task id in `_meta`.
         meta_task_id: String,
     },
+    #[error("event seq {seq} of task {task_id:?} on another task's stream")]
     /// An event of another task arrived on this task's stream.
     WrongTask {
         /// The event's seq.
@@ -153,18 +135,21 @@ pub enum Violation {
         /// The event's `taskId`.
         task_id: String,
     },
+    #[error("malformed task event: {detail}")]
     /// An event notification whose params are not a valid `TaskEvent` (seq an integer in
     /// 0..=2^53-1, string `taskId` and `type`, object `payload`; EV-05).
     BadEvent {
         /// What was wrong.
         detail: String,
     },
+    #[error("malformed events_gone: {detail}")]
     /// An `events_gone` error with malformed data, another task's id, or an `earliestSeq`
     /// that leaves no gap after the cursor.
     BadEventsGone {
         /// What was wrong.
         detail: String,
     },
+    #[error("malformed result of {method}: {detail}")]
     /// A result that does not have the shape the method promises.
     BadResult {
         /// The method.
@@ -174,38 +159,13 @@ pub enum Violation {
     },
 }
 
-impl fmt::Display for Violation {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Violation::MissingRelatedTask { seq } => {
-                write!(f, "event seq {seq} lacks the related-task _meta (NT-01)")
-            }
-            Violation::RelatedTaskMismatch { seq, meta_task_id } => write!(
-                f,
-                "event seq {seq}: related-task _meta names task {meta_task_id:?} (NT-02)"
-            ),
-            Violation::WrongTask { seq, task_id } => {
-                write!(
-                    f,
-                    "event seq {seq} of task {task_id:?} on another task's stream"
-                )
-            }
-            Violation::BadEvent { detail } => write!(f, "malformed task event: {detail}"),
-            Violation::BadEventsGone { detail } => write!(f, "malformed events_gone: {detail}"),
-            Violation::BadResult { method, detail } => {
-                write!(f, "malformed result of {method}: {detail}")
-            }
-        }
-    }
-}
-
-impl std::error::Error for Violation {}
-
 /// An error of the connection or of one request.
-#[derive(Debug)]
+#[derive(Debug, thiserror::Error)]
 pub enum ClientError {
+    #[error("I/O error talking to the server: {0}")]
     /// Spawning the server, or writing to it, failed.
-    Io(io::Error),
+    Io(#[from] io::Error),
+    #[error("no answer to {waiting_for} within {after:?}")]
     /// No answer within the deadline. The request may still be in flight.
     Timeout {
         /// What was awaited (a method name, or "event").
@@ -213,26 +173,32 @@ pub enum ClientError {
         /// The deadline that passed.
         after: Duration,
     },
+    #[error("connection closed: {reason}")]
     /// The server closed the connection (or was killed) before answering.
     Closed {
         /// Why the reader stopped (EOF, a read error).
         reason: String,
     },
+    #[error("{method}: {error}")]
     /// The server answered with a JSON-RPC error.
     Rpc {
         /// The method of the request.
         method: String,
         /// The error.
+        #[source]
         error: RpcError,
     },
+    #[error("protocol violation: {0}")]
     /// The server broke the protocol.
-    Violation(Violation),
+    Violation(#[from] Violation),
+    #[error("a tasks/stream for task {task_id:?} is already open on this connection")]
     /// A `tasks/stream` for this task is already open on this connection (TS-05: the client
     /// refuses to send a second one; cancel the first).
     StreamActive {
         /// The task.
         task_id: String,
     },
+    #[error("unsupported: {what}")]
     /// The server's era or capabilities do not offer this.
     Unsupported {
         /// What is missing.
@@ -251,53 +217,13 @@ impl ClientError {
     }
 }
 
-impl fmt::Display for ClientError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            ClientError::Io(e) => write!(f, "I/O error talking to the server: {e}"),
-            ClientError::Timeout { waiting_for, after } => {
-                write!(f, "no answer to {waiting_for} within {after:?}")
-            }
-            ClientError::Closed { reason } => write!(f, "connection closed: {reason}"),
-            ClientError::Rpc { method, error } => write!(f, "{method}: {error}"),
-            ClientError::Violation(v) => write!(f, "protocol violation: {v}"),
-            ClientError::StreamActive { task_id } => write!(
-                f,
-                "a tasks/stream for task {task_id:?} is already open on this connection"
-            ),
-            ClientError::Unsupported { what } => write!(f, "unsupported: {what}"),
-        }
-    }
-}
-
-impl std::error::Error for ClientError {
-    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        match self {
-            ClientError::Io(e) => Some(e),
-            ClientError::Rpc { error, .. } => Some(error),
-            ClientError::Violation(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-
-impl From<io::Error> for ClientError {
-    fn from(e: io::Error) -> Self {
-        ClientError::Io(e)
-    }
-}
-
-impl From<Violation> for ClientError {
-    fn from(v: Violation) -> Self {
-        ClientError::Violation(v)
-    }
-}
-
 /// An error of a [`CursorStore`](crate::client::CursorStore).
-#[derive(Debug)]
+#[derive(Debug, thiserror::Error)]
 pub enum CursorError {
+    #[error("cursor store I/O error: {0}")]
     /// Reading, writing, syncing or renaming failed.
-    Io(io::Error),
+    Io(#[from] io::Error),
+    #[error("corrupt cursor file {path}: {detail}")]
     /// A stored cursor could not be read back (not the format this store writes, or the file
     /// names another task).
     Corrupt {
@@ -306,11 +232,13 @@ pub enum CursorError {
         /// What was wrong.
         detail: String,
     },
+    #[error("task id {task_id:?} cannot be stored as a cursor")]
     /// The task id cannot be stored (empty, or too long for a file name).
     InvalidTaskId {
         /// The task id, possibly truncated.
         task_id: String,
     },
+    #[error("seq {seq} is above 2^53 - 1")]
     /// The seq is above 2^53 - 1, which no server may assign.
     InvalidSeq {
         /// The seq.
@@ -318,46 +246,19 @@ pub enum CursorError {
     },
 }
 
-impl fmt::Display for CursorError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            CursorError::Io(e) => write!(f, "cursor store I/O error: {e}"),
-            CursorError::Corrupt { path, detail } => {
-                write!(f, "corrupt cursor file {path}: {detail}")
-            }
-            CursorError::InvalidTaskId { task_id } => {
-                write!(f, "task id {task_id:?} cannot be stored as a cursor")
-            }
-            CursorError::InvalidSeq { seq } => write!(f, "seq {seq} is above 2^53 - 1"),
-        }
-    }
-}
-
-impl std::error::Error for CursorError {
-    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        match self {
-            CursorError::Io(e) => Some(e),
-            _ => None,
-        }
-    }
-}
-
-impl From<io::Error> for CursorError {
-    fn from(e: io::Error) -> Self {
-        CursorError::Io(e)
-    }
-}
-
 /// Why [`ResumableStream::follow`](crate::client::ResumableStream::follow) stopped with an
 /// error. In every case the persisted cursor is the last event the handler finished, so the
 /// caller can reconnect and follow again.
-#[derive(Debug)]
+#[derive(Debug, thiserror::Error)]
 pub enum FollowError<E> {
+    #[error("{0}")]
     /// The connection or a request failed (including the server closing or being killed, and
     /// no event within the idle timeout).
-    Client(ClientError),
+    Client(#[from] ClientError),
+    #[error("event handler failed: {0}")]
     /// The handler refused an event; its cursor was not committed.
     Handler(E),
+    #[error("gap in task {task_id}: expected seq {expected}, got {got} (EV-03)")]
     /// The server skipped seqs: the next event was `got`, not `expected` (EV-03, RS-07). Never
     /// accepted silently.
     Gap {
@@ -368,6 +269,7 @@ pub enum FollowError<E> {
         /// The seq that came.
         got: u64,
     },
+    #[error("out of order in task {task_id}: expected seq {expected}, got {got} (EV-04)")]
     /// An event arrived out of order: `got` is below `expected` but not yet processed (EV-04).
     OutOfOrder {
         /// The task.
@@ -377,11 +279,16 @@ pub enum FollowError<E> {
         /// The seq that came.
         got: u64,
     },
+    #[error("protocol violation: {0}")]
     /// The server broke the event envelope or the related-task rule.
-    Violation(Violation),
+    Violation(#[from] Violation),
+    #[error("{0}")]
     /// The events after the cursor are gone and the policy is
     /// [`GonePolicy::Fail`](crate::client::GonePolicy::Fail) (EG-02), or recovery kept failing.
     EventsGone(EventsGone),
+    #[error(
+        "task {task_id}: the first retained event is seq {first_seq}; 0..{first_seq} are gone"
+    )]
     /// With no cursor, the server's earliest retained event was not seq 0 and the policy is
     /// [`GonePolicy::Fail`](crate::client::GonePolicy::Fail): events 0..first_seq are lost.
     MissingHistory {
@@ -390,58 +297,7 @@ pub enum FollowError<E> {
         /// The first seq the server sent.
         first_seq: u64,
     },
+    #[error("{0}")]
     /// The cursor could not be loaded or persisted.
-    Cursor(CursorError),
-}
-
-impl<E: fmt::Display> fmt::Display for FollowError<E> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            FollowError::Client(e) => write!(f, "{e}"),
-            FollowError::Handler(e) => write!(f, "event handler failed: {e}"),
-            FollowError::Gap {
-                task_id,
-                expected,
-                got,
-            } => write!(
-                f,
-                "gap in task {task_id}: expected seq {expected}, got {got} (EV-03)"
-            ),
-            FollowError::OutOfOrder {
-                task_id,
-                expected,
-                got,
-            } => write!(
-                f,
-                "out of order in task {task_id}: expected seq {expected}, got {got} (EV-04)"
-            ),
-            FollowError::Violation(v) => write!(f, "protocol violation: {v}"),
-            FollowError::EventsGone(g) => write!(f, "{g}"),
-            FollowError::MissingHistory { task_id, first_seq } => write!(
-                f,
-                "task {task_id}: the first retained event is seq {first_seq}; 0..{first_seq} are gone"
-            ),
-            FollowError::Cursor(e) => write!(f, "{e}"),
-        }
-    }
-}
-
-impl<E: fmt::Debug + fmt::Display> std::error::Error for FollowError<E> {}
-
-impl<E> From<ClientError> for FollowError<E> {
-    fn from(e: ClientError) -> Self {
-        FollowError::Client(e)
-    }
-}
-
-impl<E> From<CursorError> for FollowError<E> {
-    fn from(e: CursorError) -> Self {
-        FollowError::Cursor(e)
-    }
-}
-
-impl<E> From<Violation> for FollowError<E> {
-    fn from(v: Violation) -> Self {
-        FollowError::Violation(v)
-    }
+    Cursor(#[from] CursorError),
 }
