@@ -283,6 +283,9 @@ pub(crate) trait Sink {
 
     /// The task's id, if the call runs as a task.
     fn task_id(&self) -> Option<&str>;
+
+    /// Runs `callback` when the work is cancelled (at once if it already was).
+    fn on_cancel(&mut self, callback: Box<dyn FnOnce() + Send>);
 }
 
 /// What a tool's handler sees of its call: where its events go, and whether it was
@@ -369,6 +372,13 @@ impl<'a> TaskContext<'a> {
     #[must_use]
     pub fn wait_cancelled(&self, timeout: Duration) -> bool {
         self.sink.wait_cancelled(deadline_after(timeout))
+    }
+
+    /// Runs `callback` the moment the call is cancelled, on the thread that cancels it (at once
+    /// if it already was): to stop work the handler does not wait on itself, such as a child
+    /// process or a request to another server. Keep it short; it must not block.
+    pub fn on_cancel(&mut self, callback: impl FnOnce() + Send + 'static) {
+        self.sink.on_cancel(Box::new(callback));
     }
 
     /// Sleeps for `duration`, waking early on cancellation.

@@ -82,6 +82,8 @@ pub(crate) struct Inner {
     child: Mutex<Child>,
     routes: Arc<Mutex<Routes>>,
     alive: Arc<AtomicBool>,
+    /// Whether the gateway is stopping it (its end is then no surprise).
+    stopping: AtomicBool,
     next_id: AtomicI64,
 }
 
@@ -116,6 +118,7 @@ impl Inner {
             child: Mutex::new(child),
             routes: Arc::new(Mutex::new(Routes::default())),
             alive: Arc::new(AtomicBool::new(true)),
+            stopping: AtomicBool::new(false),
             next_id: AtomicI64::new(1),
         });
         let reader = Arc::clone(&inner);
@@ -243,7 +246,21 @@ impl Inner {
         answer
     }
 
-    /// Stops `CMD` (it is killed; its output ends and every waiting call is told).
+    /// Stops `CMD` as a host would: closes its stdin, gives it two seconds to exit, then kills
+    /// it.
+    pub(crate) fn stop(&self) {
+        self.stopping.store(true, Ordering::Relaxed);
+        *lock(&self.stdin) = None;
+        let end = std::time::Instant::now() + Duration::from_secs(2);
+        while self.is_alive() && std::time::Instant::now() < end {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        if self.is_alive() {
+            self.kill();
+        }
+    }
+
+    /// Kills `CMD` (its output ends and every waiting call is told).
     pub(crate) fn kill(&self) {
         *lock(&self.stdin) = None;
         let mut child = lock(&self.child);
@@ -296,10 +313,14 @@ impl Inner {
                 }
             }
         }
-        self.alive.store(false, Ordering::Relaxed);
         *lock(&self.stdin) = None;
         let status = self.reap();
-        log!(Warn, "the inner server's output ended ({status})");
+        self.alive.store(false, Ordering::Relaxed);
+        if self.stopping.load(Ordering::Relaxed) {
+            log!(Info, "the inner server stopped ({status})");
+        } else {
+            log!(Warn, "the inner server's output ended ({status})");
+        }
         let waiters: Vec<Waiter> = {
             let mut routes = lock(&self.routes);
             routes.tokens.clear();
@@ -455,12 +476,6 @@ impl Inner {
             (Some(id), None) => Some(*id),
             _ => None,
         }
-    }
-}
-
-impl Drop for Inner {
-    fn drop(&mut self) {
-        self.kill();
     }
 }
 

@@ -173,21 +173,25 @@ impl Gateway {
         params.insert("name".into(), Value::String(name.to_owned()));
         params.insert("arguments".into(), Value::Object(args.clone()));
         let pending = inner.send("tools/call", params, Some(token));
+        // At the moment of cancellation the call stops being routed (so that log messages are
+        // tied to the calls still in flight); the loop below tells CMD.
+        let routes = Arc::clone(&inner);
+        let id = pending.id;
+        ctx.on_cancel(move || routes.forget(id));
         let in_task = ctx.task_id().is_some();
         let outcome = loop {
             let msg = match pending.rx.recv_timeout(Duration::from_millis(50)) {
                 Ok(m) => m,
-                Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
-                    if ctx.is_cancelled() {
-                        inner.forget(pending.id);
-                        inner.notify(
-                            "notifications/cancelled",
-                            json!({"requestId": pending.id, "reason": "the task was cancelled"}),
-                        );
-                        break Err(ToolError::Cancelled);
-                    }
-                    continue;
+                // Routing stops at cancellation (above), and the channel with it.
+                Err(_) if ctx.is_cancelled() => {
+                    inner.forget(pending.id);
+                    inner.notify(
+                        "notifications/cancelled",
+                        json!({"requestId": pending.id, "reason": "the task was cancelled"}),
+                    );
+                    break Err(ToolError::Cancelled);
                 }
+                Err(std::sync::mpsc::RecvTimeoutError::Timeout) => continue,
                 Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {
                     break Err(ToolError::failed(
                         "the server behind the gateway stopped routing the call",
@@ -427,7 +431,7 @@ pub fn main(args: impl Iterator<Item = OsString>) -> ExitCode {
     }
     let served = builder.serve();
     if let Some(i) = lock(&gateway.current).take() {
-        i.kill();
+        i.stop();
     }
     match served {
         Ok(()) => ExitCode::SUCCESS,

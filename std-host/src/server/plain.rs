@@ -225,6 +225,10 @@ impl Sink for PlainSink<'_> {
         self.token.wait_until(deadline)
     }
 
+    fn on_cancel(&mut self, callback: Box<dyn FnOnce() + Send>) {
+        self.token.on_cancel(callback);
+    }
+
     fn task_id(&self) -> Option<&str> {
         None
     }

@@ -499,6 +499,10 @@ impl Sink for TaskSink<'_> {
         self.token.wait_until(deadline)
     }
 
+    fn on_cancel(&mut self, callback: Box<dyn FnOnce() + Send>) {
+        self.token.on_cancel(callback);
+    }
+
     fn task_id(&self) -> Option<&str> {
         Some(self.task_id)
     }

@@ -80,5 +80,7 @@ pub(crate) mod testing {
         fn task_id(&self) -> Option<&str> {
             None
         }
+
+        fn on_cancel(&mut self, _callback: Box<dyn FnOnce() + Send>) {}
     }
 }
