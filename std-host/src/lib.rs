@@ -23,7 +23,7 @@
 //!         |ctx, args| {
 //!             let steps = args.get("steps").and_then(|s| s.as_u64()).unwrap_or(3);
 //!             for step in 1..=steps {
-//!                 // Durable before any client sees it; its seq is returned.
+//!                 // Logged now, sent to no client before it is durable; its seq.
 //!                 let _seq = ctx.emit("com.example.build.step", &json!({ "step": step }))?;
 //!                 ctx.sleep(std::time::Duration::from_millis(200))?; // wakes on tasks/cancel
 //!             }

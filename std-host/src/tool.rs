@@ -305,9 +305,11 @@ impl<'a> TaskContext<'a> {
         self.sink.task_id()
     }
 
-    /// Emits one event and returns its seq once it is durable (in a task; a plain call's
-    /// event is checked and counted, and its "seq" is its 0-based position among the call's
-    /// events). `event_type` is a vendor-prefixed name of three or more dot-separated labels
+    /// Emits one event and returns its seq. In a task the event is in the task's log when this
+    /// returns, and no client sees it before it is durable as `--durability` says (with
+    /// `group`, one flush covers every event logged meanwhile, so a fast emitter is not held to
+    /// one flush per event); the task's end waits for all of them. A plain call's event is
+    /// checked and counted, and its "seq" is its 0-based position among the call's events. `event_type` is a vendor-prefixed name of three or more dot-separated labels
     /// (`com.example.build.step`); `payload` must be a JSON object within
     /// `--max-payload-bytes`.
     ///

@@ -452,7 +452,7 @@ impl Sink for TaskSink<'_> {
         let appended = self
             .process
             .store
-            .append(self.task_id, event_type, payload, clock::now());
+            .emit(self.task_id, event_type, payload, clock::now());
         self.process.wake(self.key);
         match appended {
             Ok(seq) => {
