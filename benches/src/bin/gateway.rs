@@ -11,7 +11,8 @@
 //! - events recorded: the same call as a task of the gateway (each progress becomes a durable
 //!   `dev.taskstream.progress` event), events/s until the task is completed, in memory and on a
 //!   data dir (`--durability group`), and the same events then replayed to a client by
-//!   `tasks/stream`.
+//!   `tasks/stream`;
+//! - for reference, `taskstream serve`'s own `emit {count: N}` as a task on a data dir.
 
 use std::io::{BufRead, BufReader, BufWriter, Write};
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
@@ -191,7 +192,7 @@ fn main() {
         }
     }
     let dir = tempfile::tempdir().expect("tempdir");
-    let mut rows: [Vec<f64>; 8] = Default::default();
+    let mut rows: [Vec<f64>; 10] = Default::default();
     for run in 0..runs {
         let mut direct = Peer::start(&bin, &serve_args());
         let mut gw = Peer::start(
@@ -201,6 +202,17 @@ fn main() {
         let data = dir.path().join(format!("run{run}"));
         let data = data.display().to_string();
         let mut gw_disk = Peer::start(&bin, &gateway_args(&bin, &["--data-dir", &data]));
+        let own = dir.path().join(format!("serve{run}")).display().to_string();
+        let mut direct_disk = Peer::start(
+            &bin,
+            &[
+                "serve".into(),
+                "--data-dir".into(),
+                own,
+                "--max-events-per-task".into(),
+                "1000000".into(),
+            ],
+        );
         let measured = [
             plain_requests(&mut direct, requests),
             plain_requests(&mut gw, requests),
@@ -209,6 +221,7 @@ fn main() {
         ];
         let (mem_rec, mem_replay) = task(&mut gw, events);
         let (disk_rec, disk_replay) = task(&mut gw_disk, events);
+        let (own_rec, own_replay) = task(&mut direct_disk, events);
         let all = [
             measured[0],
             measured[1],
@@ -218,14 +231,17 @@ fn main() {
             mem_replay,
             disk_rec,
             disk_replay,
+            own_rec,
+            own_replay,
         ];
         for (row, v) in rows.iter_mut().zip(all) {
             row.push(v);
         }
         println!(
             "run {run}: plain request {:.1} µs direct / {:.1} µs gateway; notification {:.0} ns direct / {:.0} ns gateway; \
-             task: {:.0} events/s recorded in memory ({:.0}/s replayed), {:.0}/s on a data dir ({:.0}/s replayed)",
-            all[0], all[1], all[2], all[3], all[4], all[5], all[6], all[7]
+             task: {:.0} events/s recorded in memory ({:.0}/s replayed), {:.0}/s on a data dir ({:.0}/s replayed); \
+             serve's own emit on a data dir {:.0}/s ({:.0}/s replayed)",
+            all[0], all[1], all[2], all[3], all[4], all[5], all[6], all[7], all[8], all[9]
         );
     }
     let m: Vec<f64> = rows.into_iter().map(median).collect();
@@ -247,5 +263,9 @@ fn main() {
     println!(
         "  replayed by tasks/stream:     {:.0} events/s in memory, {:.0} events/s on a data dir",
         m[5], m[7]
+    );
+    println!(
+        "  serve's own emit as a task:   {:.0} events/s recorded on a data dir (group commit), {:.0} events/s replayed",
+        m[8], m[9]
     );
 }
