@@ -133,6 +133,45 @@ fn a_call_as_a_task_records_progress_and_log_then_the_result() {
 }
 
 #[test]
+fn a_request_cmd_makes_of_its_client_is_relayed_to_the_connected_client() {
+    let mut s = gateway(&[], &faulty("ask"));
+    let t = task(&mut s, "work", json!({}));
+    let ask = s.recv("the relayed request", |v| {
+        v["method"] == "sampling/createMessage"
+    });
+    assert_eq!(ask["params"]["messages"][0]["content"]["text"], "hello?");
+    s.send(&json!({"jsonrpc": "2.0", "id": ask["id"], "result": {
+        "role": "assistant", "content": {"type": "text", "text": "hi"}, "model": "m"}}));
+    let r = s.ok("tasks/result", json!({"taskId": t}));
+    assert_eq!(r["content"][0]["text"], "client said: hi");
+    // The client's error answer goes back to CMD as it is.
+    let id = s.request("tools/call", json!({"name": "work", "arguments": {}}));
+    let ask = s.recv("the relayed request", |v| {
+        v["method"] == "sampling/createMessage"
+    });
+    s.send(&json!({"jsonrpc": "2.0", "id": ask["id"], "error": {"code": -32601, "message": "no sampling here"}}));
+    assert_eq!(
+        s.response(id)["result"]["content"][0]["text"],
+        "client refused: no sampling here"
+    );
+}
+
+#[test]
+fn a_request_cmd_makes_with_no_client_to_ask_gets_a_clear_error() {
+    // A 2026-07-28 client has no session to ask on: the request is refused, saying why.
+    let mut m = start(&[], &faulty("ask"));
+    let r = m.ok(
+        "tools/call",
+        modern(json!({"name": "work", "arguments": {}}), false),
+    );
+    let text = r["content"][0]["text"].as_str().unwrap_or_default();
+    assert!(
+        text.starts_with("client refused: no client is connected to taskstream gateway"),
+        "{text}"
+    );
+}
+
+#[test]
 fn garbage_on_stdout_is_dropped_and_the_call_completes() {
     let mut s = gateway(&[], &faulty("garbage"));
     let t = task(&mut s, "work", json!({}));

@@ -7,8 +7,8 @@
 //! logged and dropped.
 //!
 //! Requests `CMD` makes of its client (`sampling/createMessage`, `elicitation/create`,
-//! `roots/list`) are answered at once with an error saying the gateway does not relay them;
-//! `ping` is answered `{}`.
+//! `roots/list`) are relayed to a client of the gateway (see [`Relay`]); `ping` is answered
+//! `{}`.
 
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader, Read, Write};
@@ -76,8 +76,12 @@ struct Routes {
     tokens: HashMap<String, i64>,
 }
 
+/// Where requests `CMD` makes of its client go: the gateway's clients.
+pub(crate) type Relay = Arc<dyn Fn(&str, Value) -> Result<Value, Value> + Send + Sync>;
+
 /// A running `CMD`.
 pub(crate) struct Inner {
+    relay: Relay,
     stdin: Mutex<Option<ChildStdin>>,
     child: Mutex<Child>,
     routes: Arc<Mutex<Routes>>,
@@ -100,7 +104,7 @@ impl Inner {
     ///
     /// # Errors
     /// Why it could not be started.
-    pub(crate) fn spawn(cmd: &str, args: &[String]) -> Result<Arc<Inner>, String> {
+    pub(crate) fn spawn(cmd: &str, args: &[String], relay: Relay) -> Result<Arc<Inner>, String> {
         let mut child = Command::new(cmd)
             .args(args)
             .stdin(Stdio::piped())
@@ -114,6 +118,7 @@ impl Inner {
             .ok_or_else(|| format!("{cmd:?} has no stdout"))?;
         let stdin = child.stdin.take();
         let inner = Arc::new(Inner {
+            relay,
             stdin: Mutex::new(stdin),
             child: Mutex::new(child),
             routes: Arc::new(Mutex::new(Routes::default())),
@@ -269,7 +274,7 @@ impl Inner {
     }
 
     /// The reader: routes each line `CMD` writes until its output ends.
-    fn read(&self, stdout: std::process::ChildStdout) {
+    fn read(self: &Arc<Self>, stdout: std::process::ChildStdout) {
         let mut r = BufReader::with_capacity(64 * 1024, stdout);
         let mut line = Vec::new();
         let mut garbage = 0u64;
@@ -353,11 +358,11 @@ impl Inner {
         }
     }
 
-    fn route(&self, msg: Map<String, Value>) {
+    fn route(self: &Arc<Self>, msg: Map<String, Value>) {
         let method = msg.get("method").and_then(Value::as_str);
         let id = msg.get("id").filter(|i| !i.is_null());
         match (method, id) {
-            (Some(m), Some(id)) => self.answer_request(m, id),
+            (Some(m), Some(id)) => self.answer_request(m, id, msg.get("params")),
             (Some(m), None) => self.notification(m, msg.get("params")),
             (None, Some(id)) => {
                 let waiter = id.as_i64().and_then(|i| {
@@ -386,20 +391,34 @@ impl Inner {
         }
     }
 
-    /// A request `CMD` makes of its client.
-    fn answer_request(&self, method: &str, id: &Value) {
-        let reply = if method == "ping" {
-            json!({"jsonrpc": "2.0", "id": id, "result": {}})
-        } else {
-            let shown: String = method.chars().take(64).collect();
-            json!({"jsonrpc": "2.0", "id": id, "error": {
-                "code": -32601,
-                "message": format!(
-                    "taskstream gateway does not relay {shown} to its client; the request is refused"
-                ),
-            }})
-        };
-        self.write(&reply);
+    /// A request `CMD` makes of its client: `ping` is answered here; the others are relayed
+    /// to a client of the gateway on a thread of their own (the reader never waits for a
+    /// client), and the answer, or an error saying why there is none, goes back to `CMD`.
+    fn answer_request(self: &Arc<Self>, method: &str, id: &Value, params: Option<&Value>) {
+        if method == "ping" {
+            self.write(&json!({"jsonrpc": "2.0", "id": id, "result": {}}));
+            return;
+        }
+        let inner = Arc::clone(self);
+        let method = method.to_owned();
+        let id = id.clone();
+        let params = params.cloned().unwrap_or_else(|| json!({}));
+        let spawned = std::thread::Builder::new()
+            .name("inner-ask".into())
+            .stack_size(256 * 1024)
+            .spawn(move || {
+                let reply = match (inner.relay)(&method, params) {
+                    Ok(result) => json!({"jsonrpc": "2.0", "id": id, "result": result}),
+                    Err(error) => json!({"jsonrpc": "2.0", "id": id, "error": error}),
+                };
+                inner.write(&reply);
+            });
+        if let Err(e) = spawned {
+            log!(
+                Error,
+                "relaying a request of the inner server: cannot start a thread: {e}"
+            );
+        }
     }
 
     fn notification(&self, method: &str, params: Option<&Value>) {

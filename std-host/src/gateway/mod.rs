@@ -18,14 +18,16 @@
 //! answer, a result that is not a `CallToolResult`, or `CMD` exiting during the call end the
 //! task `failed` with a status message that says which. `tasks/cancel` sends
 //! `notifications/cancelled` for the inner call. `CMD` is started again for the next call
-//! after it exits; its tool list is the one read at the gateway's start.
+//! after it exits; its tool list is the one read at the gateway's start. Requests `CMD` makes
+//! of its client are relayed to the gateway's most recent 2025 session on stdio
+//! (`Process::ask_client`), or refused with an error saying no client could answer.
 
 mod inner;
 
 use std::ffi::OsString;
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError, Weak};
 use std::time::Duration;
 
 use serde_json::{json, Map, Value};
@@ -33,8 +35,9 @@ use serde_json::{json, Map, Value};
 use crate::config::{self, ServeCommand};
 use crate::log::log;
 use crate::server::process::Forward;
+use crate::server::Process;
 use crate::tool::{check_result, Handler, TaskContext, Tool, ToolError, ToolResult};
-use inner::{error, CallMessage, Inner, INNER_VERSION};
+use inner::{error, CallMessage, Inner, Relay, INNER_VERSION};
 
 /// The event type of a log message tied to a call.
 pub const LOG_TYPE: &str = "dev.taskstream.log";
@@ -72,6 +75,25 @@ struct Gateway {
     timeout: Duration,
     current: Mutex<Option<Arc<Inner>>>,
     tokens: AtomicU64,
+    /// The gateway's process, once it runs: where `CMD`'s requests of a client go.
+    process: Arc<OnceLock<Weak<Process>>>,
+}
+
+impl Gateway {
+    /// Relays a request `CMD` makes of its client to a client of the gateway.
+    fn relay(&self) -> Relay {
+        let process = Arc::clone(&self.process);
+        let timeout = self.timeout;
+        Arc::new(move |method: &str, params: Value| {
+            let shown: String = method.chars().take(64).collect();
+            match process.get().and_then(Weak::upgrade) {
+                Some(p) => p.ask_client(None, method, params, timeout),
+                None => Err(error(format!(
+                    "taskstream gateway is still starting and cannot relay {shown} to a client"
+                ))),
+            }
+        })
+    }
 }
 
 impl Gateway {
@@ -87,7 +109,7 @@ impl Gateway {
         if current.is_some() {
             log!(Info, "starting the inner server again");
         }
-        let inner = Inner::spawn(&self.cmd, &self.args)?;
+        let inner = Inner::spawn(&self.cmd, &self.args, self.relay())?;
         let init = inner.request(
             "initialize",
             json_map(json!({
@@ -286,6 +308,10 @@ impl Forward for Passer {
             inner.notify(method, Value::Object(params));
         }
     }
+
+    fn attach(&self, process: &Arc<Process>) {
+        let _ = self.gateway.process.set(Arc::downgrade(process));
+    }
 }
 
 fn json_map(v: Value) -> Map<String, Value> {
@@ -363,6 +389,7 @@ pub fn main(args: impl Iterator<Item = OsString>) -> ExitCode {
         timeout: Duration::from_secs(timeout),
         current: Mutex::new(None),
         tokens: AtomicU64::new(0),
+        process: Arc::new(OnceLock::new()),
     });
     let (inner, init) = match gateway.inner() {
         Ok(i) => i,

@@ -65,7 +65,7 @@ use lifecycle::{Era, Session};
 use tasks::Codec;
 use wire::ServerError;
 
-pub use builder::{open_store, ServerBuilder};
+pub use builder::{open_store, ArgsError, ServerBuilder};
 pub use http::serve_http;
 pub use process::Process;
 pub use socket::serve_socket;
@@ -422,7 +422,7 @@ impl Shared {
                     self.out.send(&err.line(e.id()));
                 }
             }
-            Ok(Message::Response(_)) => {}
+            Ok(Message::Response(_)) => self.response(line),
             Ok(Message::Notification(n)) => {
                 self.notification(session, n.method, n.params.unwrap_or(b"{}"));
             }
@@ -690,6 +690,45 @@ impl Shared {
 }
 
 impl Shared {
+    /// A response from the client: the answer to a request the server asked it on behalf of
+    /// the server behind the gateway, or dropped.
+    fn response(&self, line: &[u8]) {
+        let Ok(Value::Object(msg)) = serde_json::from_slice::<Value>(line) else {
+            return;
+        };
+        let Some(id) = msg.get("id").and_then(Value::as_str) else {
+            return;
+        };
+        if !id.starts_with(process::ASKED_PREFIX) {
+            return;
+        }
+        let answer = match (msg.get("result"), msg.get("error")) {
+            (Some(r), _) => Ok(r.clone()),
+            (None, Some(e)) => Err(e.clone()),
+            (None, None) => return,
+        };
+        if !self.process.client_answered(id, answer) {
+            log!(
+                Debug,
+                "an answer to request {id}, which no longer waits; dropped"
+            );
+        }
+    }
+
+    /// Whether a request may be asked of this client: a live 2025 session on stdio or the
+    /// data dir's socket.
+    pub(crate) fn can_be_asked(&self) -> bool {
+        self.threaded
+            && self.legacy.load(Ordering::Relaxed)
+            && !self.shutdown.load(Ordering::Relaxed)
+            && !self.out.is_broken()
+    }
+
+    /// Writes one line to the client.
+    pub(crate) fn send_line(&self, line: &[u8]) {
+        self.out.send(line);
+    }
+
     /// Passes a request on (the gateway) on a thread of its own, and answers it when the
     /// answer comes back.
     fn forward(

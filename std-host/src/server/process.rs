@@ -33,6 +33,9 @@ use crate::log::log;
 use crate::store::{AppendError, Store, TaskStatus};
 use crate::tool::{text_result, Outcome, Registry, Sink, ToolError, Workload, PROGRESS_TYPE};
 
+/// The id prefix of the requests a server makes of its clients through [`Process::ask_client`].
+pub(crate) const ASKED_PREFIX: &str = "taskstream-ask-";
+
 /// Stack of a task thread: workloads are shallow.
 const TASK_STACK_BYTES: usize = 256 * 1024;
 
@@ -71,6 +74,9 @@ pub struct Process {
     /// Wakes the sweep thread at shutdown.
     shutdown_signal: (Mutex<bool>, Condvar),
     sweep: Mutex<Option<JoinHandle<()>>>,
+    /// Requests made of a client (the gateway's relays), waiting for its answer, by id.
+    asked: Mutex<HashMap<String, std::sync::mpsc::SyncSender<Result<Value, Value>>>>,
+    asked_ids: std::sync::atomic::AtomicU64,
 }
 
 impl Process {
@@ -109,7 +115,12 @@ impl Process {
             shutdown: AtomicBool::new(false),
             shutdown_signal: (Mutex::new(false), Condvar::new()),
             sweep: Mutex::new(None),
+            asked: Mutex::new(HashMap::new()),
+            asked_ids: std::sync::atomic::AtomicU64::new(0),
         });
+        if let Some(f) = &process.extra.forward {
+            f.attach(&process);
+        }
         let sweep = std::thread::Builder::new().name("sweep".into()).spawn({
             let p = Arc::clone(&process);
             move || p.run_sweep()
@@ -178,6 +189,59 @@ impl Process {
                 self.wake_all();
             }
             stopped = lock(flag);
+        }
+    }
+
+    /// Asks a client a request on behalf of the server behind the gateway (`sampling/…`,
+    /// `elicitation/…`, `roots/list`): the most recent live 2025 session on stdio or the data
+    /// dir's socket, of `principal` when given. Waits up to `timeout` for the answer.
+    ///
+    /// # Errors
+    /// The JSON-RPC error object to pass back: the client's own, or one saying that no client
+    /// was connected or that it did not answer in time.
+    pub(crate) fn ask_client(
+        &self,
+        principal: Option<&str>,
+        method: &str,
+        params: Value,
+        timeout: Duration,
+    ) -> Result<Value, Value> {
+        let shown: String = method.chars().take(64).collect();
+        let no_client = || {
+            serde_json::json!({"code": -32603, "message": format!(
+                "no client is connected to taskstream gateway that could answer {shown}"
+            )})
+        };
+        let conn = lock(&self.conns)
+            .iter()
+            .filter_map(Weak::upgrade)
+            .rfind(|c| c.can_be_asked() && principal.is_none_or(|p| c.config.principal == p))
+            .ok_or_else(no_client)?;
+        let n = self.asked_ids.fetch_add(1, Ordering::Relaxed);
+        let id = format!("{ASKED_PREFIX}{n}");
+        let (tx, rx) = std::sync::mpsc::sync_channel(1);
+        lock(&self.asked).insert(id.clone(), tx);
+        let line =
+            serde_json::json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
+        conn.send_line(line.to_string().as_bytes());
+        drop(conn);
+        let answer = rx.recv_timeout(timeout);
+        lock(&self.asked).remove(&id);
+        answer.unwrap_or_else(|_| {
+            Err(serde_json::json!({"code": -32603, "message": format!(
+                "the client did not answer {shown} within {} s", timeout.as_secs()
+            )}))
+        })
+    }
+
+    /// A client's answer to a request of [`ask_client`](Self::ask_client); whether it was one.
+    pub(crate) fn client_answered(&self, id: &str, answer: Result<Value, Value>) -> bool {
+        match lock(&self.asked).remove(id) {
+            Some(tx) => {
+                let _ = tx.try_send(answer);
+                true
+            }
+            None => false,
         }
     }
 
@@ -571,4 +635,6 @@ pub(crate) trait Forward: Send + Sync {
         -> Result<Value, Value>;
     /// Passes a notification on.
     fn notify(&self, method: &str, params: serde_json::Map<String, Value>);
+    /// Called once the process exists, so that the other side can reach its clients.
+    fn attach(&self, _process: &Arc<Process>) {}
 }

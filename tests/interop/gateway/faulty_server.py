@@ -12,6 +12,8 @@
   bad-result   answers tools/call with a result that is not a CallToolResult
   die          a call whose arguments have "die": true gets one progress, then the server
                exits with status 3; other calls are answered
+  ask          a tools/call asks its client sampling/createMessage first, then answers with what
+               the client said (or the error it got)
   ok           behaves (one progress, one log message, then a text result)
 """
 
@@ -50,10 +52,19 @@ TOOL = {
 def main():
     if MODE == "exit":
         sys.exit(5)
+    asking = {}  # our request id -> the tools/call id waiting for its answer
     for line in sys.stdin:
         try:
             msg = json.loads(line)
         except ValueError:
+            continue
+        if "method" not in msg and msg.get("id") in asking:
+            call = asking.pop(msg["id"])
+            if "result" in msg:
+                text = "client said: " + msg["result"].get("content", {}).get("text", "")
+            else:
+                text = "client refused: " + msg.get("error", {}).get("message", "")
+            answer(call, {"content": [{"type": "text", "text": text}]})
             continue
         if MODE == "silent" or "id" not in msg or "method" not in msg:
             continue
@@ -69,6 +80,13 @@ def main():
         elif method == "tools/call":
             token = (params.get("_meta") or {}).get("progressToken")
             args = params.get("arguments") or {}
+            if MODE == "ask":
+                ask = "ask-%s" % id_
+                asking[ask] = id_
+                send({"jsonrpc": "2.0", "id": ask, "method": "sampling/createMessage", "params": {
+                    "messages": [{"role": "user", "content": {"type": "text", "text": "hello?"}}],
+                    "maxTokens": 10}})
+                continue
             if MODE == "hang":
                 progress(token, 1)
                 continue
