@@ -220,6 +220,19 @@ fn a_call_cmd_never_answers_is_cancelled_through_to_cmd() {
 }
 
 #[test]
+fn a_passed_on_request_cmd_never_answers_is_an_error_after_the_inner_timeout() {
+    let mut s = gateway(&["--inner-timeout", "1"], &faulty("hang"));
+    let r = s.call("resources/list", json!({}));
+    assert_eq!(r["error"]["code"], -32603, "{r}");
+    let m = r["error"]["message"].as_str().unwrap_or_default();
+    assert!(
+        m.contains("did not answer resources/list within 1 s"),
+        "{m}"
+    );
+    s.ok("ping", json!({}));
+}
+
+#[test]
 fn a_second_answer_is_dropped() {
     let mut s = gateway(&[], &faulty("twice"));
     for _ in 0..2 {

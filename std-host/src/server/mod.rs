@@ -748,17 +748,26 @@ impl Shared {
         }
         let shared = Arc::clone(self);
         let forward = Arc::clone(forward);
-        let id = id.clone();
+        let request_id = id.clone();
         let method = method.to_owned();
         let spawned = std::thread::Builder::new()
             .name("forward".into())
             .stack_size(256 * 1024)
             .spawn(move || match forward.request(&method, params) {
-                Ok(v) => shared.reply(&id, era, Ok(v)),
-                Err(error) => shared.out.send(&wire::error_object_response(&id, &error)),
+                Ok(v) => shared.reply(&request_id, era, Ok(v)),
+                Err(error) => shared
+                    .out
+                    .send(&wire::error_object_response(&request_id, &error)),
             });
         if let Err(e) = spawned {
             log!(Error, "forwarding a request: cannot start a thread: {e}");
+            self.reply(
+                id,
+                era,
+                Err(ServerError::Internal(
+                    "the server could not pass the request on (its log says why)".into(),
+                )),
+            );
         }
     }
 }

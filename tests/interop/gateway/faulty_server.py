@@ -5,7 +5,7 @@
   silent       never answers anything (not even initialize)
   exit         exits at once, before initialize
   hang         answers initialize and tools/list; a tools/call gets one progress, never an
-               answer
+               answer; other requests (resources/list, ...) are never answered
   twice        answers each tools/call twice
   stray        sends progress for tokens and answers for ids that do not exist
   flood        sends 20000 progress notifications for a call, then answers it
@@ -111,6 +111,8 @@ def main():
                 answer(id_, {"content": [{"type": "text", "text": "a second answer"}]})
         elif method == "ping":
             answer(id_, {})
+        elif MODE == "hang":
+            continue
         else:
             send({"jsonrpc": "2.0", "id": id_,
                   "error": {"code": -32601, "message": "method not found"}})
