@@ -326,6 +326,31 @@ fn cmd_dying_mid_call_fails_the_task_and_the_next_call_restarts_it() {
 }
 
 #[test]
+fn a_cmd_that_cannot_be_started_again_fails_the_call_and_the_gateway_serves_on() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let marker = dir.path().join("secret-marker-path");
+    let mut cmd = faulty("die-once");
+    cmd.push(marker.display().to_string());
+    let mut s = gateway(&[], &cmd);
+    let t = task(&mut s, "work", json!({"die": true}));
+    events(&mut s, &t);
+    let t2 = task(&mut s, "work", json!({}));
+    assert_eq!(types(&events(&mut s, &t2)), [STATUS, STATUS]);
+    let m = status_message(&mut s, &t2);
+    assert!(m.contains("could not be started again"), "{m}");
+    assert!(
+        !m.contains("secret") && !m.contains("python"),
+        "nothing of the host: {m}"
+    );
+    s.wait_stderr("did not initialize");
+    let r = s.call("resources/list", json!({}));
+    assert!(r["error"]["message"]
+        .as_str()
+        .is_some_and(|m| m.contains("could not be started again")));
+    s.ok("ping", json!({}));
+}
+
+#[test]
 fn a_gateway_killed_mid_call_loses_no_received_event_and_the_task_ends_failed() {
     let dir = tempfile::tempdir().expect("tempdir");
     let data = dir.path().join("data");

@@ -42,6 +42,11 @@ use inner::{error, CallMessage, Inner, Relay, INNER_VERSION};
 /// The event type of a log message tied to a call.
 pub const LOG_TYPE: &str = "dev.taskstream.log";
 
+/// What a client is told when `CMD` cannot be started again (the log has the details, which
+/// name the host's paths and errors).
+const NOT_STARTED: &str =
+    "the server behind the gateway could not be started again (the gateway's log says why)";
+
 /// The default of `--inner-timeout`.
 const DEFAULT_INNER_TIMEOUT_SECS: u64 = 30;
 
@@ -186,9 +191,8 @@ impl Gateway {
         args: &Map<String, Value>,
     ) -> Result<ToolResult, ToolError> {
         let (inner, _) = self.inner().map_err(|e| {
-            ToolError::failed(format!(
-                "the server behind the gateway could not be started: {e}"
-            ))
+            log!(Error, "gateway: {e}");
+            ToolError::failed(NOT_STARTED)
         })?;
         let token = format!("taskstream-{}", self.tokens.fetch_add(1, Ordering::Relaxed));
         let mut params = Map::new();
@@ -296,9 +300,8 @@ impl Forward for Passer {
 
     fn request(&self, method: &str, params: Map<String, Value>) -> Result<Value, Value> {
         let (inner, _) = self.gateway.inner().map_err(|e| {
-            error(format!(
-                "the server behind the gateway could not be started: {e}"
-            ))
+            log!(Error, "gateway: {e}");
+            error(NOT_STARTED.into())
         })?;
         inner.request(method, params, self.gateway.timeout)
     }

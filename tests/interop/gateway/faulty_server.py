@@ -14,10 +14,13 @@
                exits with status 3; other calls are answered
   ask          a tools/call asks its client sampling/createMessage first, then answers with what
                the client said (or the error it got)
+  die-once     as die, but once it has died (MARKER, the second argument, exists) it exits at
+               once at every later start
   ok           behaves (one progress, one log message, then a text result)
 """
 
 import json
+import os
 import sys
 
 MODE = sys.argv[1] if len(sys.argv) > 1 else "ok"
@@ -52,6 +55,9 @@ TOOL = {
 def main():
     if MODE == "exit":
         sys.exit(5)
+    marker = sys.argv[2] if len(sys.argv) > 2 else None
+    if MODE == "die-once" and marker and os.path.exists(marker):
+        sys.exit(6)
     asking = {}  # our request id -> the tools/call id waiting for its answer
     for line in sys.stdin:
         try:
@@ -96,6 +102,9 @@ def main():
             if MODE == "flood":
                 for i in range(1, 20001):
                     progress(token, i, 20000)
+            if MODE == "die-once" and marker and args.get("die"):
+                open(marker, "w").close()
+                sys.exit(3)
             if MODE == "die" and args.get("die"):
                 progress(token, 1, 2)
                 sys.exit(3)
