@@ -2,7 +2,6 @@
 
 use std::ffi::OsString;
 use std::process::ExitCode;
-use std::sync::Arc;
 
 use taskstream::config::{self, ServeCommand, ServeConfig};
 use taskstream::store::{Store, StoreConfig};
@@ -19,6 +18,10 @@ COMMANDS:
     connect      a stdio MCP server for desktop hosts that relays to the data dir's
                  long-lived background server, starting one if none runs: tasks outlive
                  the host's restarts (see `taskstream connect --help`)
+    gateway      taskstream in front of any stdio MCP server: each of its tools becomes a
+                 durable task with a resumable event stream:
+                 `taskstream gateway [serve options] -- CMD [ARGS...]`
+                 (see `taskstream gateway --help`)
     demo         the reviewer's walk-through: stream, crash, resume, events_gone
                  (see `taskstream demo --help`)
     conformance  check any stdio MCP server command, or Streamable HTTP endpoint, against
@@ -42,6 +45,7 @@ fn main() -> ExitCode {
     match command.as_ref().and_then(|c| c.to_str()) {
         Some("serve") => serve(args),
         Some("connect") => taskstream::connect::main(args),
+        Some("gateway") => taskstream::gateway::main(args),
         Some("demo") => taskstream::demo::main(args),
         Some("conformance") => conformance(args),
         Some("conformance-server") => conformance_server(args),
@@ -109,53 +113,10 @@ fn serve(args: impl Iterator<Item = OsString>) -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let store = match open_store(&config) {
-        Ok(s) => Arc::new(s),
-        Err(e) => {
-            eprintln!("taskstream serve: {e}");
-            return ExitCode::FAILURE;
-        }
-    };
-    if let (Some(socket), Some(dir)) = (config.socket, config.data_dir.clone()) {
-        if socket.detach {
-            // Away from the terminal and the process group of whoever started it.
-            let _ = rustix::process::setsid();
-        }
-        let process = match taskstream::server::Process::start(config, store) {
-            Ok(p) => p,
-            Err(e) => {
-                eprintln!("taskstream serve: starting a thread: {e}");
-                return ExitCode::FAILURE;
-            }
-        };
-        let idle = (socket.idle_exit_secs > 0)
-            .then(|| std::time::Duration::from_secs(socket.idle_exit_secs));
-        return match taskstream::server::serve_socket(process, &dir, idle) {
-            Ok(()) => ExitCode::SUCCESS,
-            Err(e) => {
-                eprintln!("taskstream serve: {e}");
-                ExitCode::FAILURE
-            }
-        };
-    }
-    if let Some(http) = config.http.clone() {
-        let process = match taskstream::server::Process::start(config, store) {
-            Ok(p) => p,
-            Err(e) => {
-                eprintln!("taskstream serve: starting a thread: {e}");
-                return ExitCode::FAILURE;
-            }
-        };
-        return match taskstream::server::serve_http(process, &http) {
-            Ok(()) => ExitCode::SUCCESS,
-            Err(e) => {
-                eprintln!("taskstream serve: {e}");
-                ExitCode::FAILURE
-            }
-        };
-    }
-    let stdout = Box::new(std::io::stdout());
-    match taskstream::server::serve(config, store, std::io::stdin().lock(), stdout) {
+    let builder = taskstream::ServerBuilder::new("taskstream", env!("CARGO_PKG_VERSION"))
+        .builtin_tools()
+        .config(config);
+    match builder.serve() {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("taskstream serve: {e}");
@@ -171,26 +132,6 @@ fn store_config(config: &ServeConfig) -> StoreConfig {
         retention: config.retention,
         max_store_bytes: config.max_store_bytes,
     }
-}
-
-fn open_store(config: &ServeConfig) -> Result<Store, String> {
-    // The store creates a missing data dir itself, owner-only (0700); creating it here first
-    // would leave it with the umask's mode.
-    let store = Store::open(store_config(config), taskstream::clock::now())
-        .map_err(|e| format!("cannot open the store: {e}"))?;
-    let report = store.recovery();
-    for w in &report.warnings {
-        eprintln!("taskstream serve: warning: {w}");
-    }
-    if let Some(torn) = &report.torn_tail {
-        eprintln!(
-            "taskstream serve: cut a torn write off the log ({} at offset {}: {})",
-            torn.segment.display(),
-            torn.offset,
-            torn.error
-        );
-    }
-    Ok(store)
 }
 
 /// `taskstream repair [serve options]`: opens the data dir going past damage (see

@@ -1,42 +1,73 @@
 //! A cancellation flag a worker can sleep on: [`CancelToken::wait_until`] returns early when
-//! the token is cancelled, so a cancelled `emit` with a long interval stops at once.
+//! the token is cancelled, so a cancelled `emit` with a long interval stops at once; and
+//! callbacks run at the moment of cancellation ([`CancelToken::on_cancel`]).
 
-use std::sync::{Condvar, Mutex, PoisonError};
+use std::sync::{Condvar, Mutex, MutexGuard, PoisonError};
 use std::time::Instant;
 
+/// A callback run once, when the token is cancelled.
+pub(crate) type OnCancel = Box<dyn FnOnce() + Send>;
+
+#[derive(Default)]
+struct State {
+    cancelled: bool,
+    callbacks: Vec<OnCancel>,
+}
+
 /// Set once, never cleared.
-#[derive(Debug, Default)]
+#[derive(Default)]
 pub(crate) struct CancelToken {
-    cancelled: Mutex<bool>,
+    state: Mutex<State>,
     cond: Condvar,
 }
 
+impl std::fmt::Debug for CancelToken {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CancelToken")
+            .field("cancelled", &self.is_cancelled())
+            .finish()
+    }
+}
+
 impl CancelToken {
-    /// Cancels and wakes every waiter.
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Cancels, wakes every waiter and runs the callbacks (on this thread, outside the lock).
     pub(crate) fn cancel(&self) {
-        *self
-            .cancelled
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner) = true;
+        let callbacks = {
+            let mut s = self.lock();
+            s.cancelled = true;
+            std::mem::take(&mut s.callbacks)
+        };
         self.cond.notify_all();
+        for c in callbacks {
+            c();
+        }
     }
 
     /// Whether [`cancel`](Self::cancel) was called.
     pub(crate) fn is_cancelled(&self) -> bool {
-        *self
-            .cancelled
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
+        self.lock().cancelled
+    }
+
+    /// Runs `callback` when the token is cancelled (at once if it already is).
+    pub(crate) fn on_cancel(&self, callback: OnCancel) {
+        let mut s = self.lock();
+        if s.cancelled {
+            drop(s);
+            callback();
+        } else {
+            s.callbacks.push(callback);
+        }
     }
 
     /// Sleeps until `deadline` or cancellation; returns whether it was cancelled.
     pub(crate) fn wait_until(&self, deadline: Instant) -> bool {
-        let mut cancelled = self
-            .cancelled
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
+        let mut s = self.lock();
         loop {
-            if *cancelled {
+            if s.cancelled {
                 return true;
             }
             let now = Instant::now();
@@ -46,9 +77,9 @@ impl CancelToken {
             else {
                 return false;
             };
-            cancelled = self
+            s = self
                 .cond
-                .wait_timeout(cancelled, left)
+                .wait_timeout(s, left)
                 .unwrap_or_else(PoisonError::into_inner)
                 .0;
         }
@@ -58,6 +89,7 @@ impl CancelToken {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::sync::atomic::{AtomicUsize, Ordering};
     use std::sync::Arc;
     use std::time::Duration;
 
@@ -70,5 +102,24 @@ mod tests {
         t.cancel();
         assert!(matches!(h.join(), Ok(true)));
         assert!(t.is_cancelled());
+    }
+
+    #[test]
+    fn callbacks_run_once_at_cancellation_or_at_once_after_it() {
+        let t = CancelToken::default();
+        let runs = Arc::new(AtomicUsize::new(0));
+        let r = Arc::clone(&runs);
+        t.on_cancel(Box::new(move || {
+            r.fetch_add(1, Ordering::Relaxed);
+        }));
+        assert_eq!(runs.load(Ordering::Relaxed), 0);
+        t.cancel();
+        t.cancel();
+        assert_eq!(runs.load(Ordering::Relaxed), 1);
+        let r = Arc::clone(&runs);
+        t.on_cancel(Box::new(move || {
+            r.fetch_add(10, Ordering::Relaxed);
+        }));
+        assert_eq!(runs.load(Ordering::Relaxed), 11);
     }
 }

@@ -14,6 +14,7 @@
 
 use serde_json::{json, Map, Value};
 
+use super::process::Extra;
 use super::wire::{ServerError, EVENT_STREAMS_EXTENSION, MODERN_VERSION, TASKS_EXTENSION};
 
 /// The legacy versions this server negotiates; the last is its latest.
@@ -110,8 +111,9 @@ impl Session {
     pub(crate) fn initialize(
         &mut self,
         params: &Map<String, Value>,
-        server_info: &Value,
+        extra: &Extra,
     ) -> Result<Value, ServerError> {
+        let server_info = &extra.server_info;
         if self.is_legacy() {
             return Err(ServerError::InvalidRequest("already initialized"));
         }
@@ -129,52 +131,66 @@ impl Session {
             // 2025-06-18 has no Tasks: tools only, and plain tool calls.
             return Ok(json!({
                 "protocolVersion": version,
-                "capabilities": { "tools": { "listChanged": false } },
+                "capabilities": with_extra(json!({ "tools": { "listChanged": false } }), extra),
                 "serverInfo": server_info,
-                "instructions": INSTRUCTIONS_WITHOUT_TASKS,
+                "instructions": extra.instructions.1,
             }));
         }
+        let capabilities = json!({
+            "tools": { "listChanged": false },
+            "tasks": {
+                "list": {},
+                "cancel": {},
+                "requests": { "tools": { "call": {} } },
+                "eventStreams": {},
+            },
+        });
         Ok(json!({
             "protocolVersion": version,
-            "capabilities": {
-                "tools": { "listChanged": false },
-                "tasks": {
-                    "list": {},
-                    "cancel": {},
-                    "requests": { "tools": { "call": {} } },
-                    "eventStreams": {},
-                },
-            },
+            "capabilities": with_extra(capabilities, extra),
             "serverInfo": server_info,
-            "instructions": INSTRUCTIONS,
+            "instructions": extra.instructions.0,
         }))
     }
 }
 
 /// What the server tells a host about itself.
-const INSTRUCTIONS: &str = "Tools emit and run_trace run as tasks; follow a task's events with \
+pub(crate) const INSTRUCTIONS: &str =
+    "Tools emit and run_trace run as tasks; follow a task's events with \
 tasks/stream (SEP-2694), resuming with `after` = the last seq you processed.";
 
 /// The instructions of a session without Tasks (2025-06-18).
-const INSTRUCTIONS_WITHOUT_TASKS: &str = "Tools emit and run_trace run as plain calls in this \
+pub(crate) const INSTRUCTIONS_WITHOUT_TASKS: &str =
+    "Tools emit and run_trace run as plain calls in this \
 protocol version; tasks and their event streams need 2025-11-25 or later.";
 
 /// The `server/discover` result (MCP-DIGEST a.4), before dressing.
-pub(crate) fn discover(server_info: &Value) -> Value {
+pub(crate) fn discover(extra: &Extra) -> Value {
+    let capabilities = json!({
+        "tools": { "listChanged": false },
+        // The Tasks extension's object is `{}` (SEP-2663 defines no settings, and the
+        // official client treats any member as "no Tasks"); event streams are advertised
+        // beside it (A-06).
+        "extensions": { TASKS_EXTENSION: {}, EVENT_STREAMS_EXTENSION: {} },
+    });
     json!({
         "supportedVersions": [MODERN_VERSION],
-        "capabilities": {
-            "tools": { "listChanged": false },
-            // The Tasks extension's object is `{}` (SEP-2663 defines no settings, and the
-            // official client treats any member as "no Tasks"); event streams are advertised
-            // beside it (A-06).
-            "extensions": { TASKS_EXTENSION: {}, EVENT_STREAMS_EXTENSION: {} },
-        },
-        "serverInfo": server_info,
-        "instructions": INSTRUCTIONS,
+        "capabilities": with_extra(capabilities, extra),
+        "serverInfo": extra.server_info,
+        "instructions": extra.instructions.0,
         "ttlMs": 3_600_000,
         "cacheScope": "public",
     })
+}
+
+/// `capabilities` with the extra ones added (never replacing `tools`, `tasks`, `extensions`).
+fn with_extra(mut capabilities: Value, extra: &Extra) -> Value {
+    if let Some(obj) = capabilities.as_object_mut() {
+        for (k, v) in &extra.capabilities {
+            obj.entry(k.clone()).or_insert_with(|| v.clone());
+        }
+    }
+    capabilities
 }
 
 /// `{"name": "taskstream", "version": …}`.
@@ -258,7 +274,7 @@ mod tests {
 
     #[test]
     fn initialize_negotiates_and_selects_legacy_for_good() {
-        let info = server_info();
+        let info = Extra::builtin();
         let mut s = Session::default();
         let r = s.initialize(&params(json!({"protocolVersion": "2025-06-18"})), &info);
         assert_eq!(

@@ -31,6 +31,7 @@
 //! | `guard` | the failed-lookup limit (SE-07, resume attempts) |
 //! | `socket` | `serve --socket`: the data dir's Unix socket, one connection per peer |
 
+mod builder;
 mod cancel;
 mod delivery;
 mod guard;
@@ -38,7 +39,7 @@ mod http;
 mod io;
 mod lifecycle;
 mod plain;
-mod process;
+pub(crate) mod process;
 pub mod socket;
 mod stream;
 mod tasks;
@@ -64,6 +65,7 @@ use lifecycle::{Era, Session};
 use tasks::Codec;
 use wire::ServerError;
 
+pub use builder::{open_store, ArgsError, ServerBuilder};
 pub use http::serve_http;
 pub use process::Process;
 pub use socket::serve_socket;
@@ -77,6 +79,8 @@ pub enum ServeError {
     Thread(std::io::Error),
     /// `serve --http` could not start (address, token file, runtime).
     Http(String),
+    /// The server could not start (the store could not be opened, a thread not started).
+    Start(String),
 }
 
 impl fmt::Display for ServeError {
@@ -84,7 +88,7 @@ impl fmt::Display for ServeError {
         match self {
             ServeError::Input(e) => write!(f, "reading stdin: {e}"),
             ServeError::Thread(e) => write!(f, "starting a thread: {e}"),
-            ServeError::Http(m) => f.write_str(m),
+            ServeError::Http(m) | ServeError::Start(m) => f.write_str(m),
         }
     }
 }
@@ -158,12 +162,6 @@ impl Shared {
         self.pending.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    fn limits(&self) -> tools::Limits {
-        tools::Limits {
-            max_payload_bytes: u64::from(self.config.retention.max_payload_bytes),
-        }
-    }
-
     /// Writes the answer to request `id`, dressed for `era`.
     fn reply(&self, id: &RequestId, era: Era, result: Result<Value, ServerError>) {
         let line = match result {
@@ -213,8 +211,24 @@ pub fn serve(
     input: impl Read,
     output: Box<dyn Write + Send>,
 ) -> Result<(), ServeError> {
-    let max_line = config.max_message_bytes;
-    let mut conn = Connection::start(config, store, output)?;
+    let process = Process::start(config, store).map_err(ServeError::Thread)?;
+    serve_process(process, input, output)
+}
+
+/// [`serve`] with a process of the caller's (its tools): the process serves only this
+/// connection and stops at the end of the input.
+///
+/// # Errors
+/// [`ServeError`] if stdin fails or a helper thread cannot start.
+pub(crate) fn serve_process(
+    process: Arc<Process>,
+    input: impl Read,
+    output: Box<dyn Write + Send>,
+) -> Result<(), ServeError> {
+    let max_line = process.config.max_message_bytes;
+    let principal = process.config.principal.clone();
+    let mut conn = Connection::attach(&process, &principal, output)?;
+    conn.owned = Some(process);
     conn.shared
         .exit_on_storage_failure
         .store(true, Ordering::Relaxed);
@@ -408,7 +422,7 @@ impl Shared {
                     self.out.send(&err.line(e.id()));
                 }
             }
-            Ok(Message::Response(_)) => {}
+            Ok(Message::Response(_)) => self.response(line),
             Ok(Message::Notification(n)) => {
                 self.notification(session, n.method, n.params.unwrap_or(b"{}"));
             }
@@ -427,8 +441,15 @@ impl Shared {
                 Ok(id) => self.cancel_request(&id),
                 Err(e) => log!(Debug, "ignored notifications/cancelled: {e}"),
             },
-            // Unknown notifications are dropped silently (JSON-RPC).
-            _ => {}
+            other => {
+                if let Some(f) = &self.process.extra.forward {
+                    if f.handles(other) {
+                        let params = serde_json::from_slice(raw).unwrap_or_default();
+                        f.notify(other, params);
+                    }
+                }
+                // Other notifications are dropped silently (JSON-RPC).
+            }
         }
     }
 
@@ -453,7 +474,7 @@ impl Shared {
             Err(e) => return self.out.send(&e.line(Some(id))),
         };
         if method == "initialize" {
-            let r = session.initialize(&params, &self.server_info);
+            let r = session.initialize(&params, &self.process.extra);
             if r.is_ok() {
                 self.legacy.store(true, Ordering::Relaxed);
                 log!(Info, "legacy session initialized");
@@ -485,12 +506,18 @@ impl Shared {
             match method {
                 "ping" => Ok(Some(json!({}))),
                 "server/discover" if era != Era::Legacy => {
-                    Ok(Some(lifecycle::discover(&self.server_info)))
+                    Ok(Some(lifecycle::discover(&self.process.extra)))
                 }
-                "tools/list" => Ok(Some(tools::list(era, self.limits())))
+                "tools/list" => Ok(Some(tools::list(era, &self.process.tools)))
                     .map(|list| list.map(|l| tools::for_session(l, session.offers_tasks()))),
                 "tools/call" => self.tools_call(id, era, &params).map(|()| None),
-                other => Err(ServerError::MethodNotFound(other.to_owned())),
+                other => match &self.process.extra.forward {
+                    Some(f) if f.handles(other) => {
+                        self.forward(f, id, era, other, params);
+                        Ok(None)
+                    }
+                    _ => Err(ServerError::MethodNotFound(other.to_owned())),
+                },
             }
         };
         match answer {
@@ -623,7 +650,7 @@ impl Shared {
                 ));
             }
         };
-        let workload = match tools::plan(name, args, self.limits()) {
+        let workload = match tools::plan(name, args, &self.process.tools) {
             Ok(w) => w,
             Err(tools::CallError::UnknownTool(t)) => {
                 let shown: String = t.chars().take(64).collect();
@@ -632,7 +659,7 @@ impl Shared {
                 )));
             }
             Err(tools::CallError::BadArguments(m)) => {
-                self.reply(id, era, Ok(crate::workloads::text_result(&m, true)));
+                self.reply(id, era, Ok(crate::tool::text_result(&m, true)));
                 return Ok(());
             }
         };
@@ -659,6 +686,89 @@ impl Shared {
             }
         }
         Ok(())
+    }
+}
+
+impl Shared {
+    /// A response from the client: the answer to a request the server asked it on behalf of
+    /// the server behind the gateway, or dropped.
+    fn response(&self, line: &[u8]) {
+        let Ok(Value::Object(msg)) = serde_json::from_slice::<Value>(line) else {
+            return;
+        };
+        let Some(id) = msg.get("id").and_then(Value::as_str) else {
+            return;
+        };
+        if !id.starts_with(process::ASKED_PREFIX) {
+            return;
+        }
+        let answer = match (msg.get("result"), msg.get("error")) {
+            (Some(r), _) => Ok(r.clone()),
+            (None, Some(e)) => Err(e.clone()),
+            (None, None) => return,
+        };
+        if !self.process.client_answered(id, answer) {
+            log!(
+                Debug,
+                "an answer to request {id}, which no longer waits; dropped"
+            );
+        }
+    }
+
+    /// Whether a request may be asked of this client: a live 2025 session on stdio or the
+    /// data dir's socket.
+    pub(crate) fn can_be_asked(&self) -> bool {
+        self.threaded
+            && self.legacy.load(Ordering::Relaxed)
+            && !self.shutdown.load(Ordering::Relaxed)
+            && !self.out.is_broken()
+    }
+
+    /// Writes one line to the client.
+    pub(crate) fn send_line(&self, line: &[u8]) {
+        self.out.send(line);
+    }
+
+    /// Passes a request on (the gateway) on a thread of its own, and answers it when the
+    /// answer comes back.
+    fn forward(
+        self: &Arc<Self>,
+        forward: &Arc<dyn process::Forward>,
+        id: &RequestId,
+        era: Era,
+        method: &str,
+        mut params: Map<String, Value>,
+    ) {
+        // The modern `_meta` keys are this hop's; the inner server speaks the legacy era.
+        if let Some(meta) = params.get_mut("_meta").and_then(Value::as_object_mut) {
+            meta.retain(|k, _| !k.starts_with("io.modelcontextprotocol/"));
+            if meta.is_empty() {
+                params.remove("_meta");
+            }
+        }
+        let shared = Arc::clone(self);
+        let forward = Arc::clone(forward);
+        let request_id = id.clone();
+        let method = method.to_owned();
+        let spawned = std::thread::Builder::new()
+            .name("forward".into())
+            .stack_size(256 * 1024)
+            .spawn(move || match forward.request(&method, params) {
+                Ok(v) => shared.reply(&request_id, era, Ok(v)),
+                Err(error) => shared
+                    .out
+                    .send(&wire::error_object_response(&request_id, &error)),
+            });
+        if let Err(e) = spawned {
+            log!(Error, "forwarding a request: cannot start a thread: {e}");
+            self.reply(
+                id,
+                era,
+                Err(ServerError::Internal(
+                    "the server could not pass the request on (its log says why)".into(),
+                )),
+            );
+        }
     }
 }
 

@@ -18,7 +18,7 @@ use super::cancel::CancelToken;
 use super::lifecycle::Era;
 use super::Shared;
 use crate::log::log;
-use crate::workloads::{Outcome, Sink, Stop, Workload};
+use crate::tool::{Outcome, Sink, ToolError, Workload};
 
 /// The plain calls in flight, by request id.
 #[derive(Default)]
@@ -107,12 +107,16 @@ impl Shared {
             progress_token,
             total: workload.total_events(),
             emitted: 0,
+            reported: None,
         };
         let outcome = workload.run(&mut sink);
         let result = match outcome {
             Ok(Outcome::Completed(r) | Outcome::Failed { result: r, .. }) => r,
-            Err(Stop::Refused(m)) => crate::workloads::text_result(&m, true),
-            Err(Stop::Cancelled) => return,
+            Err(ToolError::Cancelled) => {
+                self.plain.lock().remove(id);
+                return;
+            }
+            Err(e) => crate::tool::text_result(&e.message(), true),
         };
         let calls = self.plain.lock();
         if calls.get(id).is_some_and(|t| !t.is_cancelled()) {
@@ -131,47 +135,101 @@ struct PlainSink<'a> {
     id: &'a RequestId,
     token: &'a CancelToken,
     progress_token: Option<Value>,
-    total: u64,
+    total: Option<u64>,
     emitted: u64,
+    /// The last progress the handler reported itself (then events no longer count).
+    reported: Option<f64>,
+}
+
+impl PlainSink<'_> {
+    fn send_progress(&self, params: Value) {
+        let calls = self.shared.plain.lock();
+        if calls.get(self.id).is_some_and(|t| !t.is_cancelled()) {
+            self.shared.out.send(&super::wire::notification(
+                "notifications/progress",
+                &params,
+            ));
+        }
+    }
 }
 
 impl Sink for PlainSink<'_> {
-    fn emit(&mut self, event_type: &str, payload: &[u8]) -> Result<(), Stop> {
+    fn emit(
+        &mut self,
+        expected: Option<u64>,
+        event_type: &str,
+        payload: &[u8],
+    ) -> Result<u64, ToolError> {
         if self.token.is_cancelled() {
-            return Err(Stop::Cancelled);
+            return Err(ToolError::Cancelled);
         }
-        EventType::new(event_type).map_err(|e| Stop::Refused(e.to_string()))?;
-        let p = Payload::new(payload).map_err(|e| Stop::Refused(e.to_string()))?;
+        if let Some(e) = expected.filter(|e| *e != self.emitted) {
+            return Err(ToolError::SeqMismatch {
+                expected: e,
+                next: self.emitted,
+            });
+        }
+        EventType::new(event_type).map_err(|e| ToolError::Failed(e.to_string()))?;
+        let p = Payload::new(payload).map_err(|e| ToolError::Failed(e.to_string()))?;
         let limit = self.shared.config.retention.max_payload_bytes;
         if p.compact_len() > limit as usize {
-            return Err(Stop::Refused(format!(
+            return Err(ToolError::Failed(format!(
                 "an event payload of {} bytes exceeds the limit of {limit}",
                 p.compact_len()
             )));
         }
+        let seq = self.emitted;
         self.emitted += 1;
-        if let Some(progress) = &self.progress_token {
-            let calls = self.shared.plain.lock();
-            if calls.get(self.id).is_some_and(|t| !t.is_cancelled()) {
-                let params = json!({
-                    "progressToken": progress,
-                    "progress": self.emitted,
-                    "total": self.total,
-                });
-                self.shared.out.send(&super::wire::notification(
-                    "notifications/progress",
-                    &params,
-                ));
+        if let (Some(progress), None) = (&self.progress_token, self.reported) {
+            let mut params = json!({
+                "progressToken": progress,
+                "progress": self.emitted,
+            });
+            if let (Some(total), Some(obj)) = (self.total, params.as_object_mut()) {
+                obj.insert("total".into(), json!(total));
             }
+            self.send_progress(params);
+        }
+        Ok(seq)
+    }
+
+    fn progress(
+        &mut self,
+        progress: f64,
+        total: Option<f64>,
+        message: Option<&str>,
+    ) -> Result<(), ToolError> {
+        if self.token.is_cancelled() {
+            return Err(ToolError::Cancelled);
+        }
+        let payload = super::process::progress_payload(progress, total, message)?;
+        // MCP-DIGEST a.6: progress strictly increases.
+        if self.reported.is_some_and(|last| progress <= last) {
+            return Ok(());
+        }
+        self.reported = Some(progress);
+        if let Some(token) = &self.progress_token {
+            let mut params: serde_json::Map<String, Value> =
+                serde_json::from_slice(&payload).unwrap_or_default();
+            params.insert("progressToken".into(), token.clone());
+            self.send_progress(Value::Object(params));
         }
         Ok(())
     }
 
-    fn wait_until(&mut self, deadline: Instant) -> Result<(), Stop> {
-        if self.token.wait_until(deadline) {
-            Err(Stop::Cancelled)
-        } else {
-            Ok(())
-        }
+    fn is_cancelled(&self) -> bool {
+        self.token.is_cancelled()
+    }
+
+    fn wait_cancelled(&self, deadline: Instant) -> bool {
+        self.token.wait_until(deadline)
+    }
+
+    fn on_cancel(&mut self, callback: Box<dyn FnOnce() + Send>) {
+        self.token.on_cancel(callback);
+    }
+
+    fn task_id(&self) -> Option<&str> {
+        None
     }
 }

@@ -31,7 +31,10 @@ use crate::clock;
 use crate::config::ServeConfig;
 use crate::log::log;
 use crate::store::{AppendError, Store, TaskStatus};
-use crate::workloads::{text_result, Outcome, Sink, Stop, Workload};
+use crate::tool::{text_result, Outcome, Registry, Sink, ToolError, Workload, PROGRESS_TYPE};
+
+/// The id prefix of the requests a server makes of its clients through [`Process::ask_client`].
+pub(crate) const ASKED_PREFIX: &str = "taskstream-ask-";
 
 /// Stack of a task thread: workloads are shallow.
 const TASK_STACK_BYTES: usize = 256 * 1024;
@@ -52,6 +55,11 @@ pub struct Process {
     pub(crate) config: ServeConfig,
     pub(crate) store: Arc<Store>,
     pub(crate) server_info: Value,
+    /// The tools this server offers.
+    pub(crate) tools: Registry,
+    /// What `initialize` and `server/discover` say beyond tools and Tasks, and where other
+    /// requests go (the gateway).
+    pub(crate) extra: Extra,
     /// Cancellation and owner of each running task.
     runners: Mutex<HashMap<u128, Runner>>,
     /// Task threads not yet joined (finished ones are pruned as new ones start).
@@ -66,6 +74,9 @@ pub struct Process {
     /// Wakes the sweep thread at shutdown.
     shutdown_signal: (Mutex<bool>, Condvar),
     sweep: Mutex<Option<JoinHandle<()>>>,
+    /// Requests made of a client (the gateway's relays), waiting for its answer, by id.
+    asked: Mutex<HashMap<String, std::sync::mpsc::SyncSender<Result<Value, Value>>>>,
+    asked_ids: std::sync::atomic::AtomicU64,
 }
 
 impl Process {
@@ -74,10 +85,28 @@ impl Process {
     /// # Errors
     /// The error of starting the sweep thread.
     pub fn start(config: ServeConfig, store: Arc<Store>) -> std::io::Result<Arc<Process>> {
+        let tools = Registry::new(crate::workloads::builtin(u64::from(
+            config.retention.max_payload_bytes,
+        )));
+        Process::start_with(config, store, tools, Extra::builtin())
+    }
+
+    /// Starts a process offering `tools`, described by `extra`.
+    ///
+    /// # Errors
+    /// The error of starting the sweep thread.
+    pub(crate) fn start_with(
+        config: ServeConfig,
+        store: Arc<Store>,
+        tools: Registry,
+        extra: Extra,
+    ) -> std::io::Result<Arc<Process>> {
         let process = Arc::new(Process {
             config,
             store,
-            server_info: super::lifecycle::server_info(),
+            server_info: extra.server_info.clone(),
+            tools,
+            extra,
             runners: Mutex::new(HashMap::new()),
             threads: Mutex::new(Vec::new()),
             conns: Mutex::new(Vec::new()),
@@ -86,7 +115,12 @@ impl Process {
             shutdown: AtomicBool::new(false),
             shutdown_signal: (Mutex::new(false), Condvar::new()),
             sweep: Mutex::new(None),
+            asked: Mutex::new(HashMap::new()),
+            asked_ids: std::sync::atomic::AtomicU64::new(0),
         });
+        if let Some(f) = &process.extra.forward {
+            f.attach(&process);
+        }
         let sweep = std::thread::Builder::new().name("sweep".into()).spawn({
             let p = Arc::clone(&process);
             move || p.run_sweep()
@@ -155,6 +189,59 @@ impl Process {
                 self.wake_all();
             }
             stopped = lock(flag);
+        }
+    }
+
+    /// Asks a client a request on behalf of the server behind the gateway (`sampling/…`,
+    /// `elicitation/…`, `roots/list`): the most recent live 2025 session on stdio or the data
+    /// dir's socket, of `principal` when given. Waits up to `timeout` for the answer.
+    ///
+    /// # Errors
+    /// The JSON-RPC error object to pass back: the client's own, or one saying that no client
+    /// was connected or that it did not answer in time.
+    pub(crate) fn ask_client(
+        &self,
+        principal: Option<&str>,
+        method: &str,
+        params: Value,
+        timeout: Duration,
+    ) -> Result<Value, Value> {
+        let shown: String = method.chars().take(64).collect();
+        let no_client = || {
+            serde_json::json!({"code": -32603, "message": format!(
+                "no client is connected to taskstream gateway that could answer {shown}"
+            )})
+        };
+        let conn = lock(&self.conns)
+            .iter()
+            .filter_map(Weak::upgrade)
+            .rfind(|c| c.can_be_asked() && principal.is_none_or(|p| c.config.principal == p))
+            .ok_or_else(no_client)?;
+        let n = self.asked_ids.fetch_add(1, Ordering::Relaxed);
+        let id = format!("{ASKED_PREFIX}{n}");
+        let (tx, rx) = std::sync::mpsc::sync_channel(1);
+        lock(&self.asked).insert(id.clone(), tx);
+        let line =
+            serde_json::json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
+        conn.send_line(line.to_string().as_bytes());
+        drop(conn);
+        let answer = rx.recv_timeout(timeout);
+        lock(&self.asked).remove(&id);
+        answer.unwrap_or_else(|_| {
+            Err(serde_json::json!({"code": -32603, "message": format!(
+                "the client did not answer {shown} within {} s", timeout.as_secs()
+            )}))
+        })
+    }
+
+    /// A client's answer to a request of [`ask_client`](Self::ask_client); whether it was one.
+    pub(crate) fn client_answered(&self, id: &str, answer: Result<Value, Value>) -> bool {
+        match lock(&self.asked).remove(id) {
+            Some(tx) => {
+                let _ = tx.try_send(answer);
+                true
+            }
+            None => false,
         }
     }
 
@@ -271,7 +358,7 @@ impl Process {
                     key,
                     &task_id,
                     &principal,
-                    Err(Stop::Refused(
+                    Err(ToolError::Failed(
                         "cannot start: the server could not start the task (its log says why)"
                             .into(),
                     )),
@@ -295,6 +382,7 @@ impl Process {
             key,
             task_id,
             token,
+            next: None,
         };
         let outcome = workload.run(&mut sink);
         self.end_task(key, task_id, principal, outcome, codec);
@@ -311,7 +399,7 @@ impl Process {
         key: u128,
         task_id: &str,
         principal: &str,
-        outcome: Result<Outcome, Stop>,
+        outcome: Result<Outcome, ToolError>,
         codec: Codec,
     ) {
         let now = clock::now();
@@ -333,11 +421,12 @@ impl Process {
                 now,
             ),
             Ok(Outcome::Failed { message, result }) => self.fail(task_id, message, result),
-            Err(Stop::Refused(message)) => {
+            Err(ToolError::Cancelled) => Err(AppendError::Terminal),
+            Err(e) => {
+                let message = e.message();
                 let result = text_result(&message, true);
                 self.fail(task_id, message, result)
             }
-            Err(Stop::Cancelled) => Err(AppendError::Terminal),
         };
         lock(&self.runners).remove(&key);
         match finished {
@@ -381,28 +470,65 @@ impl Process {
 }
 
 /// A task's sink: appends each event to the store (durable before it returns), then wakes the
-/// task's deliveries.
+/// task's deliveries. Only the task's own thread appends events while it runs (a cancellation
+/// ends it, after which appends are refused), so the seq the next event gets is known here.
 struct TaskSink<'a> {
     process: &'a Process,
     key: u128,
     task_id: &'a str,
     token: &'a CancelToken,
+    /// The seq the next event gets, once known.
+    next: Option<u64>,
+}
+
+impl TaskSink<'_> {
+    fn next_seq(&mut self) -> Result<u64, ToolError> {
+        if let Some(n) = self.next {
+            return Ok(n);
+        }
+        let view = self
+            .process
+            .store
+            .task(self.task_id)
+            .ok_or(ToolError::Cancelled)?;
+        let n = view.retained.next().get();
+        self.next = Some(n);
+        Ok(n)
+    }
 }
 
 impl Sink for TaskSink<'_> {
-    fn emit(&mut self, event_type: &str, payload: &[u8]) -> Result<(), Stop> {
+    fn emit(
+        &mut self,
+        expected: Option<u64>,
+        event_type: &str,
+        payload: &[u8],
+    ) -> Result<u64, ToolError> {
         if self.token.is_cancelled() {
-            return Err(Stop::Cancelled);
+            return Err(ToolError::Cancelled);
+        }
+        if let Some(expected) = expected {
+            let next = self.next_seq()?;
+            if next != expected {
+                return Err(ToolError::SeqMismatch { expected, next });
+            }
         }
         let appended = self
             .process
             .store
-            .append(self.task_id, event_type, payload, clock::now());
+            .emit(self.task_id, event_type, payload, clock::now());
         self.process.wake(self.key);
         match appended {
-            Ok(_) => Ok(()),
-            Err(AppendError::Terminal | AppendError::UnknownTask) => Err(Stop::Cancelled),
-            Err(e @ AppendError::PayloadTooLarge { .. }) => Err(Stop::Refused(refusal(&e))),
+            Ok(seq) => {
+                self.next = Some(seq.get() + 1);
+                Ok(seq.get())
+            }
+            Err(AppendError::Terminal | AppendError::UnknownTask) => Err(ToolError::Cancelled),
+            Err(
+                e @ (AppendError::PayloadTooLarge { .. }
+                | AppendError::InvalidPayload(_)
+                | AppendError::InvalidType(_)),
+            ) => Err(ToolError::Failed(refusal(&e))),
             Err(e) => {
                 if matches!(e, AppendError::Storage(_)) {
                     log!(
@@ -411,7 +537,7 @@ impl Sink for TaskSink<'_> {
                         self.task_id
                     );
                 }
-                Err(Stop::Refused(format!(
+                Err(ToolError::Failed(format!(
                     "cannot record an event: {}",
                     refusal(&e)
                 )))
@@ -419,11 +545,96 @@ impl Sink for TaskSink<'_> {
         }
     }
 
-    fn wait_until(&mut self, deadline: Instant) -> Result<(), Stop> {
-        if self.token.wait_until(deadline) {
-            Err(Stop::Cancelled)
-        } else {
-            Ok(())
+    fn progress(
+        &mut self,
+        progress: f64,
+        total: Option<f64>,
+        message: Option<&str>,
+    ) -> Result<(), ToolError> {
+        let payload = progress_payload(progress, total, message)?;
+        self.emit(None, PROGRESS_TYPE, &payload).map(|_| ())
+    }
+
+    fn is_cancelled(&self) -> bool {
+        self.token.is_cancelled()
+    }
+
+    fn wait_cancelled(&self, deadline: Instant) -> bool {
+        self.token.wait_until(deadline)
+    }
+
+    fn on_cancel(&mut self, callback: Box<dyn FnOnce() + Send>) {
+        self.token.on_cancel(callback);
+    }
+
+    fn task_id(&self) -> Option<&str> {
+        Some(self.task_id)
+    }
+}
+
+/// The payload of a `dev.taskstream.progress` event: `{progress, total?, message?}`.
+///
+/// # Errors
+/// A progress or total that is not a finite number.
+pub(crate) fn progress_payload(
+    progress: f64,
+    total: Option<f64>,
+    message: Option<&str>,
+) -> Result<Vec<u8>, ToolError> {
+    let num = |x: f64| {
+        serde_json::Number::from_f64(x)
+            .map(Value::Number)
+            .ok_or_else(|| ToolError::failed("progress and total must be finite numbers"))
+    };
+    let mut p = serde_json::Map::new();
+    p.insert("progress".into(), num(progress)?);
+    if let Some(t) = total {
+        p.insert("total".into(), num(t)?);
+    }
+    if let Some(m) = message {
+        p.insert("message".into(), Value::String(m.to_owned()));
+    }
+    serde_json::to_vec(&p).map_err(|_| ToolError::failed("progress could not be serialised"))
+}
+
+/// What a server says of itself beyond its tools and Tasks, and where requests it does not
+/// answer itself go.
+#[derive(Clone)]
+pub(crate) struct Extra {
+    /// `serverInfo`.
+    pub(crate) server_info: Value,
+    /// `instructions` (with Tasks, and for a 2025-06-18 session without).
+    pub(crate) instructions: (String, String),
+    /// Capabilities beyond `tools` and `tasks` (`resources`, `prompts`, `logging`, …).
+    pub(crate) capabilities: serde_json::Map<String, Value>,
+    /// Where other requests go.
+    pub(crate) forward: Option<Arc<dyn Forward>>,
+}
+
+impl Extra {
+    /// `taskstream serve`'s.
+    pub(crate) fn builtin() -> Extra {
+        Extra {
+            server_info: super::lifecycle::server_info(),
+            instructions: (
+                super::lifecycle::INSTRUCTIONS.to_owned(),
+                super::lifecycle::INSTRUCTIONS_WITHOUT_TASKS.to_owned(),
+            ),
+            capabilities: serde_json::Map::new(),
+            forward: None,
         }
     }
+}
+
+/// Requests a server passes on instead of answering (the gateway's).
+pub(crate) trait Forward: Send + Sync {
+    /// Whether requests of `method` are passed on.
+    fn handles(&self, method: &str) -> bool;
+    /// Passes a request on and waits for its answer (a result, or a JSON-RPC error object).
+    fn request(&self, method: &str, params: serde_json::Map<String, Value>)
+        -> Result<Value, Value>;
+    /// Passes a notification on.
+    fn notify(&self, method: &str, params: serde_json::Map<String, Value>);
+    /// Called once the process exists, so that the other side can reach its clients.
+    fn attach(&self, _process: &Arc<Process>) {}
 }

@@ -29,7 +29,7 @@ use super::Shared;
 use crate::clock;
 use crate::log::log;
 use crate::store::{AppendError, TaskRecord, TaskStatus, TaskView};
-use crate::workloads::Workload;
+use crate::tool::Workload;
 
 /// The `_meta` key of the retained-range summary on `tasks/get`.
 pub(crate) const EVENTS_META: &str = "dev.taskstream/events";

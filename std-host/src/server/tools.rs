@@ -1,14 +1,12 @@
 //! The tools (MCP-DIGEST a.7): their definitions for `tools/list`, and turning a `tools/call`'s
-//! arguments into a [`Workload`] by validating them against the tool's own `inputSchema`.
-//!
-//! The validator understands exactly the schema vocabulary our tools use (`type` integer /
-//! number / string, `minimum`, `maximum`, `exclusiveMinimum`, `enum`, `required`,
-//! `additionalProperties: false`), so the schema a client sees is the one that is enforced.
+//! arguments into a [`Workload`] by checking them against the tool's own `inputSchema` (the
+//! vocabulary [`Tool::new`](crate::tool::Tool::new) names), so the schema a client sees is the
+//! one that is enforced.
 
 use serde_json::{json, Map, Value};
 
 use super::lifecycle::Era;
-use crate::workloads::{emit::Emit, trace, Workload};
+use crate::tool::{Registry, Workload};
 
 /// Why a call cannot run.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -19,59 +17,6 @@ pub(crate) enum CallError {
     BadArguments(String),
 }
 
-/// The limits that shape the schemas.
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct Limits {
-    /// `--max-payload-bytes`.
-    pub(crate) max_payload_bytes: u64,
-}
-
-fn emit_schema(limits: Limits) -> Value {
-    json!({
-        "type": "object",
-        "properties": {
-            "count": {
-                "type": "integer", "minimum": 0, "maximum": 1_000_000,
-                "description": "how many dev.taskstream.tick events to emit",
-            },
-            "interval_ms": {
-                "type": "integer", "minimum": 0, "maximum": 3_600_000,
-                "description": "pause between two events (default 0)",
-            },
-            "payload_bytes": {
-                "type": "integer", "minimum": 0, "maximum": limits.max_payload_bytes,
-                "description": "length of each event's data string (default 0)",
-            },
-            "fail_at": {
-                "type": "integer", "minimum": 0,
-                "description": "fail right after the event with this 0-based index",
-            },
-        },
-        "required": ["count"],
-        "additionalProperties": false,
-    })
-}
-
-fn trace_schema() -> Value {
-    let names: Vec<&str> = trace::bundled().iter().map(|t| t.name.as_str()).collect();
-    json!({
-        "type": "object",
-        "properties": {
-            "name": {
-                "type": "string", "enum": names,
-                "description": "which bundled trace to replay",
-            },
-            "speed": {
-                "type": "number", "exclusiveMinimum": 0, "maximum": 100_000,
-                "description": "times real time (default 1)",
-            },
-        },
-        "required": ["name"],
-        "additionalProperties": false,
-    })
-}
-
-/// The `tools/list` result for `era`, before dressing.
 /// A `tools/list` result for a session with or without Tasks: without them (2025-06-18) no
 /// tool claims `execution.taskSupport`.
 pub(crate) fn for_session(mut list: Value, tasks: bool) -> Value {
@@ -85,31 +30,24 @@ pub(crate) fn for_session(mut list: Value, tasks: bool) -> Value {
     list
 }
 
-pub(crate) fn list(era: Era, limits: Limits) -> Value {
-    let mut tools = vec![
-        json!({
-            "name": "emit",
-            "title": "Emit synthetic events",
-            "description": "Emits `count` dev.taskstream.tick events with payload \
-                {\"i\": index, \"data\": string of payload_bytes characters}, interval_ms apart; \
-                fails right after event fail_at if given. Runs as a task when asked to.",
-            "inputSchema": emit_schema(limits),
-        }),
-        json!({
-            "name": "run_trace",
-            "title": "Replay a bundled agent trace",
-            "description": "Replays a bundled trace (partial content, tool calls and results, a \
-                subtask, an artifact) as task events at `speed` times real time.",
-            "inputSchema": trace_schema(),
-        }),
-    ];
-    if era == Era::Legacy {
-        for t in &mut tools {
-            if let Some(obj) = t.as_object_mut() {
-                obj.insert("execution".into(), json!({ "taskSupport": "optional" }));
+/// The `tools/list` result for `era`, before dressing.
+pub(crate) fn list(era: Era, registry: &Registry) -> Value {
+    let tools: Vec<Value> = registry
+        .iter()
+        .map(|t| {
+            let mut def = t.definition().clone();
+            match era {
+                Era::Legacy => {
+                    def.insert("execution".into(), json!({ "taskSupport": "optional" }));
+                }
+                // SEP-2663: the server decides; no per-tool declaration.
+                Era::Modern { .. } => {
+                    def.remove("execution");
+                }
             }
-        }
-    }
+            Value::Object(def)
+        })
+        .collect();
     let mut result = json!({ "tools": tools });
     if let (Era::Modern { .. }, Some(obj)) = (era, result.as_object_mut()) {
         obj.insert("ttlMs".into(), json!(3_600_000));
@@ -125,117 +63,36 @@ pub(crate) fn list(era: Era, limits: Limits) -> Value {
 pub(crate) fn plan(
     name: &str,
     args: &Map<String, Value>,
-    limits: Limits,
+    registry: &Registry,
 ) -> Result<Workload, CallError> {
-    match name {
-        "emit" => {
-            validate(args, &emit_schema(limits))?;
-            let int = |k: &str| args.get(k).and_then(Value::as_u64);
-            let emit = Emit {
-                count: int("count").unwrap_or(0),
-                interval_ms: int("interval_ms").unwrap_or(0),
-                payload_bytes: int("payload_bytes").unwrap_or(0),
-                fail_at: int("fail_at"),
-            };
-            if emit.largest_payload() > limits.max_payload_bytes {
-                return Err(CallError::BadArguments(format!(
-                    "payload_bytes: each event's payload would be {} bytes, above the server's \
-                     limit of {} (--max-payload-bytes)",
-                    emit.largest_payload(),
-                    limits.max_payload_bytes
-                )));
-            }
-            Ok(Workload::Emit(emit))
-        }
-        "run_trace" => {
-            validate(args, &trace_schema())?;
-            let name = args.get("name").and_then(Value::as_str).unwrap_or_default();
-            let trace = trace::find(name)
-                .ok_or_else(|| CallError::BadArguments(format!("name: no trace {name:?}")))?;
-            let speed = args.get("speed").and_then(Value::as_f64).unwrap_or(1.0);
-            Ok(Workload::Trace(trace::Replay { trace, speed }))
-        }
-        other => Err(CallError::UnknownTool(other.to_owned())),
-    }
-}
-
-/// Checks `args` against an object schema of the vocabulary above.
-fn validate(args: &Map<String, Value>, schema: &Value) -> Result<(), CallError> {
-    let bad = |field: &str, why: &str| Err(CallError::BadArguments(format!("{field}: {why}")));
-    let empty = Map::new();
-    let props = schema
-        .get("properties")
-        .and_then(Value::as_object)
-        .unwrap_or(&empty);
-    if let Some(required) = schema.get("required").and_then(Value::as_array) {
-        for field in required.iter().filter_map(Value::as_str) {
-            if !args.contains_key(field) {
-                return bad(field, "required");
-            }
-        }
-    }
-    for (field, value) in args {
-        let Some(prop) = props.get(field) else {
-            return bad(field, "unknown argument");
-        };
-        let number = match prop.get("type").and_then(Value::as_str) {
-            Some("integer") => match value.as_u64() {
-                Some(n) => n as f64,
-                None if value.as_i64().is_some() => return bad(field, "must not be negative"),
-                None => return bad(field, "must be an integer"),
-            },
-            Some("number") => match value.as_f64() {
-                Some(x) => x,
-                None => return bad(field, "must be a number"),
-            },
-            Some("string") => {
-                let Some(s) = value.as_str() else {
-                    return bad(field, "must be a string");
-                };
-                if let Some(allowed) = prop.get("enum").and_then(Value::as_array) {
-                    if !allowed.iter().any(|a| a.as_str() == Some(s)) {
-                        let names: Vec<&str> = allowed.iter().filter_map(Value::as_str).collect();
-                        return bad(field, &format!("must be one of {}", names.join(", ")));
-                    }
-                }
-                continue;
-            }
-            _ => continue,
-        };
-        if let Some(min) = prop.get("minimum").and_then(Value::as_f64) {
-            if number < min {
-                return bad(field, &format!("must be at least {min}"));
-            }
-        }
-        if let Some(min) = prop.get("exclusiveMinimum").and_then(Value::as_f64) {
-            if number <= min {
-                return bad(field, &format!("must be greater than {min}"));
-            }
-        }
-        if let Some(max) = prop.get("maximum").and_then(Value::as_f64) {
-            if number > max {
-                return bad(field, &format!("must be at most {max}"));
-            }
-        }
-    }
-    Ok(())
+    let tool = registry
+        .get(name)
+        .ok_or_else(|| CallError::UnknownTool(name.to_owned()))?;
+    tool.check(args).map_err(CallError::BadArguments)?;
+    Ok(Workload {
+        tool: std::sync::Arc::clone(tool),
+        args: args.clone(),
+    })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::workloads::{builtin, trace};
 
-    const LIMITS: Limits = Limits {
-        max_payload_bytes: 100,
-    };
+    fn registry() -> Registry {
+        Registry::new(builtin(100))
+    }
 
     #[track_caller]
     fn check(name: &str, args: Value, expected: Result<(), &str>) {
         let args = args.as_object().cloned().unwrap_or_default();
-        let got = plan(name, &args, LIMITS).map(|_| ()).map_err(|e| match e {
-            CallError::UnknownTool(t) => format!("unknown {t}"),
-            CallError::BadArguments(m) => m,
-        });
+        let got = plan(name, &args, &registry())
+            .map(|_| ())
+            .map_err(|e| match e {
+                CallError::UnknownTool(t) => format!("unknown {t}"),
+                CallError::BadArguments(m) => m,
+            });
         match expected {
             Ok(()) => assert_eq!(got, Ok(())),
             Err(prefix) => assert!(
@@ -307,15 +164,24 @@ mod tests {
 
     #[test]
     fn legacy_tools_declare_optional_task_support() {
-        let l = list(Era::Legacy, LIMITS);
+        let l = list(Era::Legacy, &registry());
         assert_eq!(
             l["tools"][0]["execution"],
             json!({"taskSupport": "optional"})
         );
         assert!(l.get("ttlMs").is_none());
-        let m = list(Era::Modern { tasks: true }, LIMITS);
+        let m = list(Era::Modern { tasks: true }, &registry());
         assert_eq!(m["ttlMs"], json!(3_600_000));
         assert_eq!(m["cacheScope"], json!("public"));
         assert!(m["tools"][0].get("execution").is_none());
+    }
+
+    #[test]
+    fn tools_keep_their_definition_order_and_fields() {
+        let l = list(Era::Legacy, &registry());
+        assert_eq!(l["tools"][0]["name"], "emit");
+        assert_eq!(l["tools"][0]["title"], "Emit synthetic events");
+        assert_eq!(l["tools"][1]["name"], "run_trace");
+        assert_eq!(l["tools"][1]["inputSchema"]["required"], json!(["name"]));
     }
 }

@@ -4,7 +4,10 @@
 
 use std::time::{Duration, Instant};
 
-use super::{text_result, Outcome, Sink, Stop};
+use serde_json::{json, Map, Value};
+
+use super::{int, schema};
+use crate::tool::{TaskContext, Tool, ToolError, ToolResult};
 
 /// The event type of each tick.
 pub(crate) const TICK_TYPE: &str = "dev.taskstream.tick";
@@ -22,7 +25,63 @@ pub(crate) struct Emit {
     pub(crate) fail_at: Option<u64>,
 }
 
+/// The `emit` tool.
+pub(crate) fn tool(max_payload_bytes: u64) -> Tool {
+    let input = schema(
+        json!({
+            "count": {
+                "type": "integer", "minimum": 0, "maximum": 1_000_000,
+                "description": "how many dev.taskstream.tick events to emit",
+            },
+            "interval_ms": {
+                "type": "integer", "minimum": 0, "maximum": 3_600_000,
+                "description": "pause between two events (default 0)",
+            },
+            "payload_bytes": {
+                "type": "integer", "minimum": 0, "maximum": max_payload_bytes,
+                "description": "length of each event's data string (default 0)",
+            },
+            "fail_at": {
+                "type": "integer", "minimum": 0,
+                "description": "fail right after the event with this 0-based index",
+            },
+        }),
+        &["count"],
+    );
+    Tool::new(
+        "emit",
+        "Emits `count` dev.taskstream.tick events with payload \
+         {\"i\": index, \"data\": string of payload_bytes characters}, interval_ms apart; \
+         fails right after event fail_at if given. Runs as a task when asked to.",
+        input,
+        |ctx, args| Emit::from_args(args).run(ctx),
+    )
+    .title("Emit synthetic events")
+    .check_arguments(move |args| {
+        let emit = Emit::from_args(args);
+        if emit.largest_payload() > max_payload_bytes {
+            return Err(format!(
+                "payload_bytes: each event's payload would be {} bytes, above the server's \
+                 limit of {max_payload_bytes} (--max-payload-bytes)",
+                emit.largest_payload(),
+            ));
+        }
+        Ok(())
+    })
+    .expected_events(|args| Some(Emit::from_args(args).count))
+}
+
 impl Emit {
+    /// The call's arguments (already checked against the schema).
+    pub(crate) fn from_args(args: &Map<String, Value>) -> Emit {
+        Emit {
+            count: int(args, "count").unwrap_or(0),
+            interval_ms: int(args, "interval_ms").unwrap_or(0),
+            payload_bytes: int(args, "payload_bytes").unwrap_or(0),
+            fail_at: int(args, "fail_at"),
+        }
+    }
+
     /// The compact size of the largest tick payload this call produces.
     pub(crate) fn largest_payload(&self) -> u64 {
         let digits = self.count.saturating_sub(1).checked_ilog10().unwrap_or(0) + 1;
@@ -30,23 +89,22 @@ impl Emit {
         16 + u64::from(digits) + self.payload_bytes
     }
 
-    pub(super) fn run(&self, sink: &mut dyn Sink) -> Result<Outcome, Stop> {
+    pub(crate) fn run(&self, ctx: &mut TaskContext<'_>) -> Result<ToolResult, ToolError> {
         let data = "x".repeat(usize::try_from(self.payload_bytes).unwrap_or(0));
         let interval = Duration::from_millis(self.interval_ms);
         let mut next = Instant::now();
         for i in 0..self.count {
             if i > 0 && !interval.is_zero() {
                 next += interval;
-                sink.wait_until(next)?;
+                ctx.sleep_until(next)?;
             }
             let payload = format!(r#"{{"i":{i},"data":"{data}"}}"#);
-            sink.emit(TICK_TYPE, payload.as_bytes())?;
+            ctx.emit_json(TICK_TYPE, payload.as_bytes())?;
             if self.fail_at == Some(i) {
-                return Ok(Outcome::failed(format!("emit failed after event {i}")));
+                return Ok(ToolResult::error(format!("emit failed after event {i}")));
             }
         }
-        let result = text_result(&format!("emitted {} events", self.count), false);
-        Ok(Outcome::Completed(result))
+        Ok(ToolResult::text(format!("emitted {} events", self.count)))
     }
 }
 
@@ -54,6 +112,7 @@ impl Emit {
 mod tests {
     use super::super::testing::Recorder;
     use super::*;
+    use crate::tool::{text_result, Outcome};
 
     fn emit(count: u64, payload_bytes: u64, fail_at: Option<u64>) -> Emit {
         Emit {
@@ -64,10 +123,15 @@ mod tests {
         }
     }
 
+    fn run(e: &Emit, sink: &mut Recorder) -> Result<Outcome, ToolError> {
+        let mut ctx = TaskContext::new(sink);
+        e.run(&mut ctx).map(Outcome::from)
+    }
+
     #[test]
     fn emits_exactly_count_ticks_with_their_index() {
         let mut sink = Recorder::default();
-        let out = emit(3, 4, None).run(&mut sink);
+        let out = run(&emit(3, 4, None), &mut sink);
         assert_eq!(
             out,
             Ok(Outcome::Completed(text_result("emitted 3 events", false)))
@@ -81,13 +145,13 @@ mod tests {
             })
             .collect();
         assert_eq!(sink.events, expected);
-        assert_eq!(sink.waits, 2);
+        assert_eq!(sink.waits.get(), 2);
     }
 
     #[test]
     fn fails_right_after_event_fail_at() {
         let mut sink = Recorder::default();
-        let out = emit(10, 0, Some(2)).run(&mut sink);
+        let out = run(&emit(10, 0, Some(2)), &mut sink);
         assert_eq!(out, Ok(Outcome::failed("emit failed after event 2".into())));
         assert_eq!(sink.events.len(), 3);
     }
@@ -98,7 +162,10 @@ mod tests {
             cancel_after: Some(1),
             ..Recorder::default()
         };
-        assert_eq!(emit(10, 0, None).run(&mut sink), Err(Stop::Cancelled));
+        assert_eq!(
+            run(&emit(10, 0, None), &mut sink),
+            Err(ToolError::Cancelled)
+        );
         assert_eq!(sink.events.len(), 1);
     }
 

@@ -9,9 +9,10 @@
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
-use serde_json::Value;
+use serde_json::{json, Value};
 
-use super::{Outcome, Sink, Stop};
+use super::schema;
+use crate::tool::{TaskContext, Tool, ToolError, ToolResult};
 
 mod bundled {
     include!(concat!(env!("OUT_DIR"), "/traces.rs"));
@@ -162,8 +163,48 @@ pub(crate) struct Replay {
     pub(crate) speed: f64,
 }
 
+/// The `run_trace` tool.
+pub(crate) fn tool() -> Tool {
+    let names: Vec<&str> = bundled().iter().map(|t| t.name.as_str()).collect();
+    let input = schema(
+        json!({
+            "name": {
+                "type": "string", "enum": names,
+                "description": "which bundled trace to replay",
+            },
+            "speed": {
+                "type": "number", "exclusiveMinimum": 0, "maximum": 100_000,
+                "description": "times real time (default 1)",
+            },
+        }),
+        &["name"],
+    );
+    Tool::new(
+        "run_trace",
+        "Replays a bundled trace (partial content, tool calls and results, a subtask, an \
+         artifact) as task events at `speed` times real time.",
+        input,
+        |ctx, args| match Replay::from_args(args) {
+            Some(replay) => replay.run(ctx),
+            None => Ok(ToolResult::error("name: no such trace")),
+        },
+    )
+    .title("Replay a bundled agent trace")
+    .expected_events(|args| Replay::from_args(args).map(|r| r.total_events()))
+}
+
 impl Replay {
-    pub(super) fn total_events(&self) -> u64 {
+    /// The call's arguments (already checked against the schema), if the trace exists.
+    pub(crate) fn from_args(args: &serde_json::Map<String, Value>) -> Option<Replay> {
+        let name = args.get("name").and_then(Value::as_str)?;
+        let speed = args.get("speed").and_then(Value::as_f64).unwrap_or(1.0);
+        Some(Replay {
+            trace: find(name)?,
+            speed,
+        })
+    }
+
+    pub(crate) fn total_events(&self) -> u64 {
         self.trace.events.len() as u64
     }
 
@@ -173,24 +214,27 @@ impl Replay {
         start + Duration::try_from_secs_f64(secs).unwrap_or(Duration::from_secs(86_400))
     }
 
-    pub(super) fn run(&self, sink: &mut dyn Sink) -> Result<Outcome, Stop> {
+    pub(crate) fn run(&self, ctx: &mut TaskContext<'_>) -> Result<ToolResult, ToolError> {
         let start = Instant::now();
         for e in &self.trace.events {
-            sink.wait_until(self.at(start, e.t_ms))?;
-            sink.emit(&e.event_type, e.payload.as_bytes())?;
+            ctx.sleep_until(self.at(start, e.t_ms))?;
+            ctx.emit_json(&e.event_type, e.payload.as_bytes())?;
         }
-        sink.wait_until(self.at(start, self.trace.duration_ms))?;
+        ctx.sleep_until(self.at(start, self.trace.duration_ms))?;
+        let mut value = self.trace.result.clone();
+        if let (false, Some(obj)) = (self.trace.completed, value.as_object_mut()) {
+            obj.insert("isError".into(), Value::Bool(true));
+        }
+        let result = ToolResult::of(value);
         Ok(if self.trace.completed {
-            Outcome::Completed(self.trace.result.clone())
+            result
         } else {
-            Outcome::Failed {
-                message: self
-                    .trace
-                    .status_message
-                    .clone()
-                    .unwrap_or_else(|| format!("trace {} failed", self.trace.name)),
-                result: self.trace.result.clone(),
-            }
+            let message = self
+                .trace
+                .status_message
+                .clone()
+                .unwrap_or_else(|| format!("trace {} failed", self.trace.name));
+            result.status_message(message)
         })
     }
 }
@@ -221,10 +265,12 @@ mod tests {
             speed: 1000.0,
         };
         let mut sink = Recorder::default();
-        let out = replay.run(&mut sink);
+        let out = replay
+            .run(&mut TaskContext::new(&mut sink))
+            .map(crate::tool::Outcome::from);
         assert_eq!(
             out,
-            Ok(Outcome::Failed {
+            Ok(crate::tool::Outcome::Failed {
                 message: "boom".into(),
                 result: serde_json::json!({"content":[],"isError":true})
             })

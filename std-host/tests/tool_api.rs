@@ -1,0 +1,299 @@
+//! The public tool API (`taskstream::tool`, `taskstream::ServerBuilder`), driven in process over
+//! a pipe: a handler that panics ends its task failed and the server serves on; an append with
+//! an expected seq is never recorded twice; cancellation reaches a waiting handler; progress
+//! becomes events in a task and notifications in a plain call.
+
+use std::io::Write;
+use std::sync::mpsc::{channel, Receiver, Sender};
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+use taskstream::tool::{Tool, ToolError, ToolResult};
+use taskstream::ServerBuilder;
+
+const DEADLINE: Duration = Duration::from_secs(30);
+
+/// Collects the server's output lines.
+struct Lines {
+    tx: Sender<Value>,
+    buf: Vec<u8>,
+}
+
+impl Write for Lines {
+    fn write(&mut self, data: &[u8]) -> std::io::Result<usize> {
+        self.buf.extend_from_slice(data);
+        while let Some(at) = self.buf.iter().position(|b| *b == b'\n') {
+            let line: Vec<u8> = self.buf.drain(..=at).collect();
+            let v: Value = serde_json::from_slice(&line).map_err(std::io::Error::other)?;
+            let _ = self.tx.send(v);
+        }
+        Ok(data.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+struct Client {
+    input: Option<std::io::PipeWriter>,
+    out: Receiver<Value>,
+    seen: Vec<Value>,
+    server: Option<std::thread::JoinHandle<()>>,
+    next: i64,
+}
+
+fn tools() -> Vec<Tool> {
+    let object = json!({"type": "object"});
+    vec![
+        Tool::new(
+            "boom",
+            "Panics after one event",
+            object.clone(),
+            |ctx, _| {
+                ctx.emit("com.example.test.before", &json!({}))?;
+                panic!("deliberate panic in a tool handler");
+            },
+        ),
+        Tool::new(
+            "cas",
+            "Appends with an expected seq, twice",
+            object.clone(),
+            |ctx, _| {
+                let first = ctx.emit_expecting(1, "com.example.test.once", &json!({"n": 1}))?;
+                // The retry of an append that landed: refused, nothing appended.
+                let retry = ctx.emit_expecting(1, "com.example.test.once", &json!({"n": 1}));
+                let next = match retry {
+                    Err(ToolError::SeqMismatch { expected: 1, next }) => next,
+                    other => return Err(ToolError::failed(format!("retry gave {other:?}"))),
+                };
+                let second = ctx.emit_expecting(next, "com.example.test.once", &json!({"n": 2}))?;
+                Ok(ToolResult::text(format!("{first} {next} {second}")))
+            },
+        ),
+        Tool::new(
+            "wait",
+            "Waits for cancellation",
+            object.clone(),
+            |ctx, _| {
+                ctx.emit("com.example.test.waiting", &json!({}))?;
+                while !ctx.wait_cancelled(Duration::from_millis(50)) {}
+                Err(ToolError::Cancelled)
+            },
+        ),
+        Tool::new("steps", "Reports progress", object, |ctx, _| {
+            for i in 1..=3 {
+                ctx.progress(f64::from(i), Some(3.0), Some("step"))?;
+            }
+            Ok(ToolResult::text("done"))
+        }),
+    ]
+}
+
+impl Client {
+    fn start() -> Client {
+        let (reader, writer) = std::io::pipe().expect("pipe");
+        let (tx, out) = channel();
+        let builder = tools().into_iter().fold(
+            ServerBuilder::new("tool-api-test", "0"),
+            ServerBuilder::tool,
+        );
+        let mut builder = builder;
+        builder.config_mut().durability = taskstream::store::Durability::None;
+        let output = Box::new(Lines {
+            tx,
+            buf: Vec::new(),
+        });
+        let server = std::thread::spawn(move || {
+            builder.serve_io(reader, output).expect("serve");
+        });
+        let mut c = Client {
+            input: Some(writer),
+            out,
+            seen: Vec::new(),
+            server: Some(server),
+            next: 1,
+        };
+        let init = c.call(
+            "initialize",
+            json!({"protocolVersion": "2025-11-25", "capabilities": {},
+                   "clientInfo": {"name": "t", "version": "0"}}),
+        );
+        assert_eq!(init["result"]["serverInfo"]["name"], "tool-api-test");
+        c.send(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+        c
+    }
+
+    fn send(&mut self, v: &Value) {
+        let w = self.input.as_mut().expect("input open");
+        writeln!(w, "{v}").expect("write");
+    }
+
+    fn request(&mut self, method: &str, params: Value) -> i64 {
+        let id = self.next;
+        self.next += 1;
+        self.send(&json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}));
+        id
+    }
+
+    fn recv(&mut self, what: &str, pred: impl Fn(&Value) -> bool) -> Value {
+        if let Some(at) = self.seen.iter().position(&pred) {
+            return self.seen.remove(at);
+        }
+        let end = Instant::now() + DEADLINE;
+        loop {
+            let left = end.saturating_duration_since(Instant::now());
+            match self.out.recv_timeout(left) {
+                Ok(v) if pred(&v) => return v,
+                Ok(v) => self.seen.push(v),
+                Err(_) => panic!("no {what} within {DEADLINE:?}; seen {:?}", self.seen),
+            }
+        }
+    }
+
+    fn call(&mut self, method: &str, params: Value) -> Value {
+        let id = self.request(method, params);
+        self.recv(&format!("answer {id}"), |v| {
+            v["id"] == id && v.get("method").is_none()
+        })
+    }
+
+    /// Calls `tool` as a task; its id.
+    fn task(&mut self, tool: &str) -> String {
+        let r = self.call(
+            "tools/call",
+            json!({"name": tool, "arguments": {}, "task": {}}),
+        );
+        r["result"]["task"]["taskId"]
+            .as_str()
+            .unwrap_or_else(|| panic!("no task in {r}"))
+            .to_owned()
+    }
+
+    /// The task's whole stream (it must end), as (type, payload) pairs in seq order.
+    fn stream(&mut self, task: &str) -> Vec<(String, Value)> {
+        let id = self.request("tasks/stream", json!({"taskId": task}));
+        let mut events = Vec::new();
+        loop {
+            let v = self.recv("a stream frame", |v| {
+                v["id"] == id
+                    || v["params"]["taskId"] == task && v["method"] == "notifications/tasks/event"
+            });
+            if v["id"] == id {
+                assert!(v.get("result").is_some(), "stream ended with {v}");
+                return events;
+            }
+            assert_eq!(v["params"]["seq"], events.len() as u64, "seqs are gap-free");
+            events.push((
+                v["params"]["type"].as_str().unwrap_or_default().to_owned(),
+                v["params"]["payload"].clone(),
+            ));
+        }
+    }
+
+    fn status(&mut self, task: &str) -> Value {
+        self.call("tasks/get", json!({"taskId": task}))["result"].clone()
+    }
+}
+
+impl Drop for Client {
+    fn drop(&mut self) {
+        self.input = None;
+        if let Some(s) = self.server.take() {
+            let _ = s.join();
+        }
+    }
+}
+
+#[test]
+fn a_panicking_handler_fails_its_task_and_the_server_serves_on() {
+    let mut c = Client::start();
+    let task = c.task("boom");
+    let events = c.stream(&task);
+    let types: Vec<&str> = events.iter().map(|(t, _)| t.as_str()).collect();
+    assert_eq!(
+        types,
+        [
+            "dev.taskstream.task.status",
+            "com.example.test.before",
+            "dev.taskstream.task.status"
+        ]
+    );
+    assert_eq!(events[2].1["status"], "failed");
+    let got = c.status(&task);
+    assert_eq!(got["status"], "failed");
+    let message = got["statusMessage"].as_str().unwrap_or_default();
+    assert!(message.contains("failed unexpectedly"), "{message}");
+    assert!(
+        !message.contains("deliberate"),
+        "the panic's text stays in the log: {message}"
+    );
+    // A plain call that panics answers a tool error, and the server still serves.
+    let plain = c.call("tools/call", json!({"name": "boom", "arguments": {}}));
+    assert_eq!(plain["result"]["isError"], true, "{plain}");
+    assert_eq!(c.call("ping", json!({}))["result"], json!({}));
+    let again = c.task("cas");
+    assert_eq!(c.stream(&again).len(), 4);
+}
+
+#[test]
+fn an_append_with_an_expected_seq_is_never_recorded_twice() {
+    let mut c = Client::start();
+    let task = c.task("cas");
+    let events = c.stream(&task);
+    let ours: Vec<&Value> = events
+        .iter()
+        .filter(|(t, _)| t == "com.example.test.once")
+        .map(|(_, p)| p)
+        .collect();
+    assert_eq!(ours, [&json!({"n": 1}), &json!({"n": 2})]);
+    let result = c.call("tasks/result", json!({"taskId": task}));
+    assert_eq!(result["result"]["content"][0]["text"], "1 2 2");
+}
+
+#[test]
+fn cancellation_reaches_a_waiting_handler() {
+    let mut c = Client::start();
+    let task = c.task("wait");
+    let id = c.request("tasks/stream", json!({"taskId": task}));
+    c.recv("the waiting event", |v| {
+        v["params"]["type"] == "com.example.test.waiting"
+    });
+    let cancelled = c.call("tasks/cancel", json!({"taskId": task}));
+    assert_eq!(cancelled["result"]["status"], "cancelled", "{cancelled}");
+    let end = c.recv("the stream's end", |v| v["id"] == id);
+    assert!(end.get("result").is_some());
+    assert_eq!(c.status(&task)["status"], "cancelled");
+}
+
+#[test]
+fn progress_is_an_event_in_a_task_and_a_notification_in_a_plain_call() {
+    let mut c = Client::start();
+    let task = c.task("steps");
+    let events = c.stream(&task);
+    let progress: Vec<&Value> = events
+        .iter()
+        .filter(|(t, _)| t == taskstream::tool::PROGRESS_TYPE)
+        .map(|(_, p)| p)
+        .collect();
+    assert_eq!(progress.len(), 3);
+    assert_eq!(
+        progress[2],
+        &json!({"progress": 3.0, "total": 3.0, "message": "step"})
+    );
+    let id = c.request(
+        "tools/call",
+        json!({"name": "steps", "arguments": {}, "_meta": {"progressToken": "p"}}),
+    );
+    let answer = c.recv("the plain answer", |v| v["id"] == id);
+    assert_eq!(answer["result"]["content"][0]["text"], "done");
+    let notes: Vec<Value> = c
+        .seen
+        .iter()
+        .filter(|v| v["method"] == "notifications/progress")
+        .cloned()
+        .collect();
+    assert_eq!(notes.len(), 3, "{notes:?}");
+    assert_eq!(notes[0]["params"]["progressToken"], "p");
+    assert_eq!(notes[2]["params"]["progress"], 3.0);
+}
