@@ -5,7 +5,7 @@ use std::process::ExitCode;
 use std::sync::Arc;
 
 use taskstream::config::{self, ServeCommand, ServeConfig};
-use taskstream::store::{Store, StoreConfig};
+use taskstream::store::{PgConfig, PgStore, Store, StoreConfig, TaskStore};
 
 const HELP: &str = "\
 taskstream: an MCP server with Tasks and SEP-2694 resumable task event streams
@@ -109,8 +109,12 @@ fn serve(args: impl Iterator<Item = OsString>) -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let store = match open_store(&config) {
-        Ok(s) => Arc::new(s),
+    let opened: Result<Arc<dyn TaskStore>, String> = match &config.store_url {
+        Some(url) => open_pg(&config, url).map(|s| Arc::new(s) as Arc<dyn TaskStore>),
+        None => open_store(&config).map(|s| Arc::new(s) as Arc<dyn TaskStore>),
+    };
+    let store = match opened {
+        Ok(s) => s,
         Err(e) => {
             eprintln!("taskstream serve: {e}");
             return ExitCode::FAILURE;
@@ -171,6 +175,22 @@ fn store_config(config: &ServeConfig) -> StoreConfig {
         retention: config.retention,
         max_store_bytes: config.max_store_bytes,
     }
+}
+
+/// Connects to the PostgreSQL store (`--store`), migrating its schema.
+fn open_pg(config: &ServeConfig, url: &str) -> Result<PgStore, String> {
+    let store = PgStore::open(PgConfig {
+        url: url.to_owned(),
+        retention: config.retention,
+        lease_timeout: config.lease_timeout,
+    })
+    .map_err(|e| format!("cannot open the store: {e}"))?;
+    eprintln!(
+        "taskstream serve: store {} (PostgreSQL), replica {}",
+        store.target(),
+        store.replica_id()
+    );
+    Ok(store)
 }
 
 fn open_store(config: &ServeConfig) -> Result<Store, String> {

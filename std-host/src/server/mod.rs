@@ -59,7 +59,7 @@ use taskstream_core::RequestId;
 
 use crate::config::ServeConfig;
 use crate::log::log;
-use crate::store::Store;
+use crate::store::TaskStore;
 use lifecycle::{Era, Session};
 use tasks::Codec;
 use wire::ServerError;
@@ -98,7 +98,7 @@ pub(crate) struct Shared {
     process: Arc<Process>,
     /// The process's configuration with this connection's principal.
     config: ServeConfig,
-    store: Arc<Store>,
+    store: Arc<dyn TaskStore>,
     out: io::Output,
     server_info: Value,
     streams: Mutex<stream::Streams>,
@@ -209,7 +209,7 @@ impl Shared {
 /// [`ServeError`] if stdin fails or a helper thread cannot start.
 pub fn serve(
     config: ServeConfig,
-    store: Arc<Store>,
+    store: Arc<dyn TaskStore>,
     input: impl Read,
     output: Box<dyn Write + Send>,
 ) -> Result<(), ServeError> {
@@ -222,9 +222,13 @@ pub fn serve(
         Info,
         "serving on stdio (principal {:?}, {})",
         conn.shared.config.principal,
-        match &conn.shared.config.data_dir {
-            Some(d) => format!("data dir {}", d.display()),
-            None => "in memory".to_owned(),
+        match (
+            &conn.shared.config.data_dir,
+            conn.shared.config.store_url.is_some()
+        ) {
+            (_, true) => "PostgreSQL store".to_owned(),
+            (Some(d), false) => format!("data dir {}", d.display()),
+            (None, false) => "in memory".to_owned(),
         }
     );
     let read = io::read_lines(input, max_line, |line| {
@@ -294,7 +298,7 @@ impl Connection {
     /// [`ServeError::Thread`] if a helper thread cannot start.
     pub fn start(
         config: ServeConfig,
-        store: Arc<Store>,
+        store: Arc<dyn TaskStore>,
         output: Box<dyn Write + Send>,
     ) -> Result<Connection, ServeError> {
         let process = Process::start(config, store).map_err(ServeError::Thread)?;

@@ -30,7 +30,7 @@ use super::Shared;
 use crate::clock;
 use crate::config::ServeConfig;
 use crate::log::log;
-use crate::store::{AppendError, Store, TaskStatus};
+use crate::store::{AppendError, TaskStatus, TaskStore};
 use crate::workloads::{text_result, Outcome, Sink, Stop, Workload};
 
 /// Stack of a task thread: workloads are shallow.
@@ -50,7 +50,7 @@ struct Runner {
 /// connection it serves.
 pub struct Process {
     pub(crate) config: ServeConfig,
-    pub(crate) store: Arc<Store>,
+    pub(crate) store: Arc<dyn TaskStore>,
     pub(crate) server_info: Value,
     /// Cancellation and owner of each running task.
     runners: Mutex<HashMap<u128, Runner>>,
@@ -73,7 +73,7 @@ impl Process {
     ///
     /// # Errors
     /// The error of starting the sweep thread.
-    pub fn start(config: ServeConfig, store: Arc<Store>) -> std::io::Result<Arc<Process>> {
+    pub fn start(config: ServeConfig, store: Arc<dyn TaskStore>) -> std::io::Result<Arc<Process>> {
         let process = Arc::new(Process {
             config,
             store,
@@ -92,6 +92,15 @@ impl Process {
             move || p.run_sweep()
         })?;
         *lock(&process.sweep) = Some(sweep);
+        if process.store.is_shared() {
+            // Another replica's append wakes no waker here: the store's signal (rung by the
+            // database) wakes every waiting stream, each of which reads what is new.
+            let doorbell = std::thread::Builder::new().name("doorbell".into()).spawn({
+                let p = Arc::downgrade(&process);
+                move || run_doorbell(&p)
+            })?;
+            lock(&process.threads).push(doorbell);
+        }
         Ok(process)
     }
 
@@ -377,6 +386,30 @@ impl Process {
             c.task_finished(key, principal);
         }
         self.wake(key);
+    }
+}
+
+/// Wakes every waiting stream of the process whenever a shared store's signal moves, until
+/// the process shuts down (or is dropped).
+fn run_doorbell(process: &Weak<Process>) {
+    let mut epoch = match process.upgrade() {
+        Some(p) => p.store.changes().epoch(),
+        None => return,
+    };
+    loop {
+        let Some(p) = process.upgrade() else { return };
+        if p.is_shutting_down() {
+            return;
+        }
+        let store = Arc::clone(&p.store);
+        drop(p);
+        let now = store.changes().wait_past(epoch, Duration::from_millis(500));
+        if now != epoch {
+            epoch = now;
+            if let Some(p) = process.upgrade() {
+                p.wake_all();
+            }
+        }
     }
 }
 

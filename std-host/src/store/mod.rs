@@ -47,6 +47,7 @@
 //! removed tasks a checkpoint rebuilds the index into a fresh directory and switches to it
 //! atomically (`engine::Inner::rebuild`, `layout`): removed payloads leave the disk.
 
+mod backend;
 mod cache;
 mod checkpoint;
 mod engine;
@@ -54,6 +55,7 @@ mod error;
 mod fsutil;
 mod index;
 mod layout;
+pub mod pg;
 mod raw;
 mod recovery;
 mod tree;
@@ -68,7 +70,9 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 use taskstream_core::{Millis, Retained, RetentionPolicy, Seq};
 
+pub use backend::TaskStore;
 pub use error::StoreError;
+pub use pg::{PgConfig, PgStore};
 pub use raw::RawEvent;
 pub use wal::{Damage, TornTail, WalError, WalStats};
 
