@@ -30,7 +30,7 @@ use super::Shared;
 use crate::clock;
 use crate::config::ServeConfig;
 use crate::log::log;
-use crate::store::{AppendError, TaskStatus, TaskStore};
+use crate::store::{AppendError, StoreError, TaskStatus, TaskStore};
 use crate::workloads::{text_result, Outcome, Sink, Stop, Workload};
 
 /// Stack of a task thread: workloads are shallow.
@@ -323,30 +323,29 @@ impl Process {
         outcome: Result<Outcome, Stop>,
         codec: Codec,
     ) {
-        let now = clock::now();
-        let finished = match outcome {
-            Ok(Outcome::Failed { message, result }) if codec == Codec::Modern => self.store.finish(
-                task_id,
-                TaskStatus::Completed,
-                Some(message),
-                Some(result),
-                None,
-                now,
-            ),
-            Ok(Outcome::Completed(result)) => self.store.finish(
-                task_id,
-                TaskStatus::Completed,
-                None,
-                Some(result),
-                None,
-                now,
-            ),
-            Ok(Outcome::Failed { message, result }) => self.fail(task_id, message, result),
+        let end = match outcome {
+            Ok(Outcome::Failed { message, result }) if codec == Codec::Modern => {
+                Some((TaskStatus::Completed, Some(message), Some(result), None))
+            }
+            Ok(Outcome::Completed(result)) => {
+                Some((TaskStatus::Completed, None, Some(result), None))
+            }
+            Ok(Outcome::Failed { message, result }) => {
+                let error = ServerError::Internal(message.clone()).to_json();
+                Some((TaskStatus::Failed, Some(message), Some(result), Some(error)))
+            }
             Err(Stop::Refused(message)) => {
                 let result = text_result(&message, true);
-                self.fail(task_id, message, result)
+                let error = ServerError::Internal(message.clone()).to_json();
+                Some((TaskStatus::Failed, Some(message), Some(result), Some(error)))
             }
-            Err(Stop::Cancelled) => Err(AppendError::Terminal),
+            Err(Stop::Cancelled) => None,
+        };
+        let finished = match end {
+            None => Err(AppendError::Terminal),
+            Some((status, message, result, error)) => {
+                self.store_end(task_id, status, message, result, error)
+            }
         };
         lock(&self.runners).remove(&key);
         match finished {
@@ -361,21 +360,47 @@ impl Process {
         }
     }
 
-    fn fail(
+    /// Stores a task's end. With a shared store whose database is away for a moment, tries
+    /// again (with backoff, for a while, until shutdown): the replica is alive, so no other
+    /// replica would end the task for it, and it must not stay `working`.
+    fn store_end(
         &self,
         task_id: &str,
-        message: String,
-        result: Value,
+        status: TaskStatus,
+        message: Option<String>,
+        result: Option<Value>,
+        error: Option<Value>,
     ) -> Result<taskstream_core::Seq, AppendError> {
-        let error = ServerError::Internal(message.clone()).to_json();
-        self.store.finish(
-            task_id,
-            TaskStatus::Failed,
-            Some(message),
-            Some(result),
-            Some(error),
-            clock::now(),
-        )
+        let mut backoff = Duration::from_millis(100);
+        let give_up = Instant::now() + Duration::from_secs(120);
+        loop {
+            let r = self.store.finish(
+                task_id,
+                status,
+                message.clone(),
+                result.clone(),
+                error.clone(),
+                clock::now(),
+            );
+            let transient = matches!(r, Err(AppendError::Storage(StoreError::Database(_))));
+            if !transient
+                || !self.store.is_shared()
+                || self.is_shutting_down()
+                || Instant::now() >= give_up
+            {
+                return r;
+            }
+            log!(
+                Warn,
+                "task {task_id}: cannot store its end yet; trying again"
+            );
+            let (flag, cond) = &self.shutdown_signal;
+            let g = lock(flag);
+            let _ = cond
+                .wait_timeout_while(g, backoff, |s| !*s)
+                .unwrap_or_else(PoisonError::into_inner);
+            backoff = (backoff * 2).min(Duration::from_secs(2));
+        }
     }
 
     /// Tells every live connection of `principal` that task `key` reached a terminal status

@@ -27,9 +27,10 @@
 //!   new by seq, so a lost notification (a dropped listener connection) costs latency, never
 //!   an event.
 //! - **Leases and fencing.** A task's row names the replica that runs it (`owner`). Each
-//!   replica renews its heartbeat every third of `--lease-timeout`; any replica ends `failed`
-//!   (with the terminal status event) every running task whose owner's heartbeat is older than
-//!   the timeout. An append succeeds only while the task is running *and* owned by the
+//!   replica renews its heartbeat every quarter of `--lease-timeout`; any replica (checking as
+//!   often) ends `failed`, with the terminal status event, every running task whose owner
+//!   missed three renewals in a row (a heartbeat older than three quarters of the timeout, on
+//!   the database's clock), so a dead replica's tasks end within the timeout of its death. An append succeeds only while the task is running *and* owned by the
 //!   appending replica, checked in the same statement that takes the seq, so once a task was
 //!   ended (by a lease expiry or a cancellation through another replica) its old owner's next
 //!   append is refused: two writers never interleave one task's events.
@@ -304,7 +305,7 @@ impl PgStore {
     }
 
     /// Ends `failed` every running task whose owner's lease expired; returns how many. (The
-    /// lease thread does this every third of the lease timeout.)
+    /// lease thread does this every quarter of the lease timeout.)
     ///
     /// # Errors
     /// [`StoreError::Database`] if the database cannot be reached.
@@ -883,9 +884,9 @@ impl Inner {
     }
 
     /// The lease thread: renews this replica's heartbeat and reaps expired leases, every
-    /// third of the lease timeout.
+    /// quarter of the lease timeout.
     fn run_lease(&self) {
-        let period = self.lease_timeout / 3;
+        let period = self.lease_timeout / 4;
         while !self.stop.load(Ordering::SeqCst) {
             let started = Instant::now();
             let _ = self.with("cannot renew the lease", true, |c| {
@@ -900,7 +901,9 @@ impl Inner {
     }
 
     fn reap(&self) -> Result<usize, StoreError> {
-        let secs = self.lease_timeout.as_secs_f64();
+        // Expired once three renewals in a row were missed: with renewals and reaping every
+        // quarter of the timeout, a dead replica's tasks end within the timeout of its death.
+        let secs = self.lease_timeout.as_secs_f64() * 0.75;
         let rows = self.with("cannot look for expired leases", false, |c| {
             c.query(
                 &format!(
