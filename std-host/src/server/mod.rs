@@ -186,6 +186,36 @@ impl Shared {
         }
     }
 
+    /// With a shared store: the tasks this connection's `tasks/result` requests wait for that
+    /// ended through another replica (no task thread here announces them) are announced now.
+    /// Called whenever the store's signal moves.
+    pub(crate) fn check_remote_ends(&self) {
+        if !self.store.is_shared() || self.shutdown.load(Ordering::Relaxed) {
+            return;
+        }
+        let waiting: Vec<u128> = {
+            let pending = self.pending();
+            let mut keys: Vec<u128> = pending
+                .waiters
+                .iter()
+                .map(|(k, _)| *k)
+                .filter(|k| !pending.finished.contains(k))
+                .collect();
+            keys.dedup();
+            keys
+        };
+        for key in waiting {
+            let ended = self
+                .store
+                .task(&tasks::format_task_id(key))
+                .is_none_or(|v| v.record.status.is_terminal());
+            if ended {
+                let principal = self.config.principal.clone();
+                self.task_finished(key, &principal);
+            }
+        }
+    }
+
     /// Ends the connection's own work: its plain calls stop, waiting answers are dropped.
     /// Tasks are the process's and run on.
     pub(crate) fn close(&self) {

@@ -433,6 +433,11 @@ fn run_doorbell(process: &Weak<Process>) {
             epoch = now;
             if let Some(p) = process.upgrade() {
                 p.wake_all();
+                let conns: Vec<Arc<Shared>> =
+                    lock(&p.conns).iter().filter_map(Weak::upgrade).collect();
+                for c in conns {
+                    c.check_remote_ends();
+                }
             }
         }
     }

@@ -101,6 +101,10 @@ fn a_task_created_on_one_replica_streams_on_another_and_ends_failed_when_its_rep
     let seen_live = next_events(&mut b, &task, 25);
     assert_dense(&seen_live);
 
+    // C waits for the task's result (legacy tasks/result), which no task thread of C's will
+    // announce: C learns of the end from the database.
+    let waiting = c.request("tasks/result", json!({"taskId": task}));
+
     a.kill();
     let killed = Instant::now();
     // B's stream goes on to the terminal status event another replica wrote once A's lease
@@ -123,6 +127,9 @@ fn a_task_created_on_one_replica_streams_on_another_and_ends_failed_when_its_rep
         "ended {ended_after:?} after the kill"
     );
 
+    // C's waiting tasks/result is answered (a failed task's answer is its error).
+    let answer = c.response(waiting);
+    assert!(answer.get("error").is_some(), "{answer}");
     // C sees it failed, and every event any client received is still there, unchanged.
     let t = c.ok("tasks/get", json!({"taskId": task}));
     assert_eq!(t["status"], "failed", "{t}");
