@@ -307,9 +307,11 @@ impl Shared {
             Some(Value::String(c)) => Some(parse_cursor(c).ok_or(ServerError::InvalidCursor)?),
             Some(_) => return Err(ServerError::InvalidCursor),
         };
-        let mine: Vec<TaskView> = self
-            .store
-            .tasks()
+        let all = self.store.list().map_err(|e| {
+            log!(Error, "listing tasks: {e}");
+            ServerError::Internal(STORE_UNAVAILABLE.into())
+        })?;
+        let mine: Vec<TaskView> = all
             .into_iter()
             .filter(|v| v.record.principal == self.config.principal)
             .filter(|v| after.as_ref().is_none_or(|a| list_key(v) > *a))

@@ -54,8 +54,17 @@ pub trait TaskStore: Send + Sync {
         self.lookup(task_id).ok().flatten()
     }
 
-    /// Every task, oldest first (by creation time, then id).
+    /// Every task, oldest first (by creation time, then id); empty if storage cannot be read.
     fn tasks(&self) -> Vec<TaskView>;
+
+    /// Every task, oldest first ([`tasks`](Self::tasks) telling an unreadable store from an
+    /// empty one).
+    ///
+    /// # Errors
+    /// [`StoreError`] if storage cannot be read now.
+    fn list(&self) -> Result<Vec<TaskView>, StoreError> {
+        Ok(self.tasks())
+    }
 
     /// Appends an event to a running task and returns its seq once it is durable and visible.
     /// A shared store refuses an append from a replica that no longer holds the task's lease

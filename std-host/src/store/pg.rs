@@ -41,7 +41,7 @@
 //! Connection errors are not fail-stop: a statement on a dropped connection fails (the client
 //! is told), the connection is dropped and the next call reconnects.
 
-use std::collections::VecDeque;
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
@@ -591,8 +591,9 @@ impl Inner {
                 )?;
                 if new_floor > floor {
                     tx.execute(
-                        "DELETE FROM taskstream_events WHERE task_id = $1 AND seq < $2",
-                        &[&task_id, &new_floor],
+                        "DELETE FROM taskstream_events \
+                         WHERE task_id = $1 AND seq >= $2 AND seq < $3",
+                        &[&task_id, &floor, &new_floor],
                     )?;
                 }
                 tx.execute("SELECT pg_notify('taskstream', '')", &[])?;
@@ -764,6 +765,11 @@ impl Inner {
         fail_all(batch.len(), &StoreError::Failed)
     }
 
+    /// One group commit: a fixed number of statements whatever the batch's size. The tasks'
+    /// rows are locked in id order (as the sweep locks them, so the two never deadlock), only
+    /// while running and owned by this replica (the fence); each task's appends take the next
+    /// seqs in the order they were queued; the rows pushed out by the count limit go in the
+    /// same transaction.
     fn try_batch(
         &self,
         c: &mut Client,
@@ -771,55 +777,99 @@ impl Inner {
         began: &mut bool,
     ) -> Result<Vec<Result<Seq, AppendError>>, postgres::Error> {
         let max = self.max_events();
+        let mut ids: Vec<&str> = batch.iter().map(|j| j.task_id.as_str()).collect();
+        ids.sort_unstable();
+        ids.dedup();
         let mut tx = c.transaction()?;
         *began = true;
-        let take = tx.prepare(
-            "UPDATE taskstream_tasks SET next_seq = next_seq + 1, \
-             floor = GREATEST(floor, next_seq + 1 - $3) \
-             WHERE task_id = $1 AND owner = $2 AND status IN ('working', 'input_required') \
-             RETURNING next_seq - 1, floor",
+        let locked = tx.query(
+            &format!(
+                "SELECT task_id, next_seq, floor FROM taskstream_tasks \
+                 WHERE task_id = ANY($1) AND owner = $2 AND status IN {RUNNING} \
+                 ORDER BY task_id FOR UPDATE"
+            ),
+            &[&ids, &self.replica],
         )?;
-        let insert = tx.prepare(
-            "INSERT INTO taskstream_events (task_id, seq, type, payload, at) \
-             VALUES ($1, $2, $3, $4, $5)",
-        )?;
+        // task → (next seq, floor), as the batch moves them.
+        let mut heads: HashMap<String, (i64, i64)> = locked
+            .iter()
+            .map(|r| (r.get::<_, String>(0), (r.get(1), r.get(2))))
+            .collect();
+        let old: HashMap<String, (i64, i64)> = heads.clone();
+        let refused: Vec<&str> = ids
+            .iter()
+            .copied()
+            .filter(|id| !heads.contains_key(*id))
+            .collect();
+        let existing: HashSet<String> = if refused.is_empty() {
+            HashSet::new()
+        } else {
+            tx.query(
+                "SELECT task_id FROM taskstream_tasks WHERE task_id = ANY($1)",
+                &[&refused],
+            )?
+            .iter()
+            .map(|r| r.get(0))
+            .collect()
+        };
         let mut results = Vec::with_capacity(batch.len());
+        let (mut e_task, mut e_seq, mut e_type, mut e_payload, mut e_at) =
+            (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
         for job in batch {
-            let Some(row) = tx.query_opt(&take, &[&job.task_id, &self.replica, &max])? else {
-                let exists = tx
-                    .query_opt(
-                        "SELECT 1 FROM taskstream_tasks WHERE task_id = $1",
-                        &[&job.task_id],
-                    )?
-                    .is_some();
-                results.push(Err(if exists {
+            let Some((next, floor)) = heads.get_mut(&job.task_id) else {
+                results.push(Err(if existing.contains(&job.task_id) {
                     AppendError::Terminal
                 } else {
                     AppendError::UnknownTask
                 }));
                 continue;
             };
-            let seq: i64 = row.get(0);
-            let floor: i64 = row.get(1);
-            tx.execute(
-                &insert,
-                &[
-                    &job.task_id,
-                    &seq,
-                    &job.event_type,
-                    &job.payload,
-                    &millis_i64(job.at),
-                ],
-            )?;
-            if floor > 0 && floor == seq + 1 - max {
-                tx.execute(
-                    "DELETE FROM taskstream_events WHERE task_id = $1 AND seq < $2",
-                    &[&job.task_id, &floor],
-                )?;
-            }
+            let seq = *next;
+            *next += 1;
+            *floor = (*floor).max(*next - max);
+            e_task.push(job.task_id.as_str());
+            e_seq.push(seq);
+            e_type.push(job.event_type.as_str());
+            e_payload.push(job.payload.as_str());
+            e_at.push(millis_i64(job.at));
             results.push(seq_of(seq).map_err(AppendError::Storage));
         }
-        if results.iter().any(Result::is_ok) {
+        if !e_task.is_empty() {
+            let (mut u_task, mut u_next, mut u_floor) = (Vec::new(), Vec::new(), Vec::new());
+            let (mut d_task, mut d_from, mut d_to) = (Vec::new(), Vec::new(), Vec::new());
+            for (id, (next, floor)) in &heads {
+                let Some((_, old_floor)) = old.get(id) else {
+                    continue;
+                };
+                u_task.push(id.as_str());
+                u_next.push(*next);
+                u_floor.push(*floor);
+                if floor > old_floor {
+                    d_task.push(id.as_str());
+                    d_from.push(*old_floor);
+                    d_to.push(*floor);
+                }
+            }
+            tx.execute(
+                "UPDATE taskstream_tasks t SET next_seq = d.next, floor = d.floor \
+                 FROM unnest($1::text[], $2::bigint[], $3::bigint[]) AS d(task_id, next, floor) \
+                 WHERE t.task_id = d.task_id",
+                &[&u_task, &u_next, &u_floor],
+            )?;
+            tx.execute(
+                "INSERT INTO taskstream_events (task_id, seq, type, payload, at) \
+                 SELECT * FROM unnest($1::text[], $2::bigint[], $3::text[], $4::text[], \
+                 $5::bigint[])",
+                &[&e_task, &e_seq, &e_type, &e_payload, &e_at],
+            )?;
+            if !d_task.is_empty() {
+                tx.execute(
+                    "DELETE FROM taskstream_events e \
+                     USING unnest($1::text[], $2::bigint[], $3::bigint[]) AS d(task_id, lo, hi) \
+                     WHERE e.task_id = d.task_id AND e.seq >= d.lo AND e.seq < d.hi",
+                    &[&d_task, &d_from, &d_to],
+                )?;
+            }
             tx.execute("SELECT pg_notify('taskstream', '')", &[])?;
         }
         tx.commit()?;
@@ -963,18 +1013,19 @@ impl Inner {
             let aged = tx.query(
                 "SELECT t.task_id, t.floor, t.next_seq FROM taskstream_tasks t \
                  JOIN taskstream_events e ON e.task_id = t.task_id AND e.seq = t.floor \
-                 WHERE e.at < $1 FOR UPDATE OF t",
+                 WHERE e.at < $1 ORDER BY t.task_id FOR UPDATE OF t",
                 &[&age_cutoff],
             )?;
             let mut truncated = 0;
             for r in &aged {
                 let id: &str = r.get(0);
+                let old_floor: i64 = r.get(1);
                 let next: i64 = r.get(2);
                 let first_fresh: Option<i64> = tx
                     .query_one(
                         "SELECT min(seq) FROM taskstream_events \
-                         WHERE task_id = $1 AND at >= $2",
-                        &[&id, &age_cutoff],
+                         WHERE task_id = $1 AND seq >= $2 AND at >= $3",
+                        &[&id, &old_floor, &age_cutoff],
                     )?
                     .get(0);
                 let floor = first_fresh.unwrap_or(next);
@@ -983,8 +1034,9 @@ impl Inner {
                     &[&id, &floor],
                 )?;
                 tx.execute(
-                    "DELETE FROM taskstream_events WHERE task_id = $1 AND seq < $2",
-                    &[&id, &floor],
+                    "DELETE FROM taskstream_events \
+                     WHERE task_id = $1 AND seq >= $2 AND seq < $3",
+                    &[&id, &old_floor, &floor],
                 )?;
                 truncated += 1;
             }
@@ -1034,6 +1086,10 @@ impl TaskStore for PgStore {
 
     fn tasks(&self) -> Vec<TaskView> {
         self.inner.tasks().unwrap_or_default()
+    }
+
+    fn list(&self) -> Result<Vec<TaskView>, StoreError> {
+        self.inner.tasks()
     }
 
     fn append(

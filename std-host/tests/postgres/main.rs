@@ -11,6 +11,9 @@
 #[path = "../server/client.rs"]
 mod client;
 mod cluster;
+#[allow(dead_code)]
+#[path = "../http/client.rs"]
+mod http_client;
 mod store;
 
 use std::time::{Duration, Instant};
@@ -342,4 +345,36 @@ fn bad_urls_a_database_down_a_newer_schema_and_a_user_without_rights_are_named()
         err.contains("cannot connect to the database at 127.0.0.1:"),
         "{err}"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_http_stream_on_one_replica_follows_a_task_running_on_another() {
+    if !cluster::enabled() {
+        return;
+    }
+    let pg = Cluster::start();
+    let url = pg.db("http");
+    let store = ["--store", url.as_str(), "--lease-timeout", "2"];
+    let a = http_client::Server::start_on(&store, &[]);
+    let b = http_client::Server::start_on(&store, &[]);
+    // Created through A (a legacy session), streamed as SSE from B while it runs: B's waiting
+    // stream is woken by the database's notification, not by any task thread of B's.
+    let on_a = http_client::Session::open(&a.url, None).await;
+    let task = on_a.emit(30, 20).await;
+    let on_b = http_client::Session::open(&b.url, None).await;
+    let opened = Instant::now();
+    let mut sse = on_b.stream(7, &task, None).await;
+    assert_eq!(sse.status, 200);
+    let (seqs, end) = sse.rest().await;
+    // The task takes about 0.6 s; a stream that only looked again at its keep-alive (10 s)
+    // would take longer than this.
+    assert!(
+        opened.elapsed() < Duration::from_secs(5),
+        "the stream followed the task live ({:?})",
+        opened.elapsed()
+    );
+    assert_eq!(end, json!({"jsonrpc": "2.0", "id": 7, "result": {}}));
+    let want: Vec<u64> = (0..=31).collect();
+    assert_eq!(seqs, want, "every event, gap-free, to the terminal one");
+    assert_eq!(on_b.status(&task).await, "completed");
 }
