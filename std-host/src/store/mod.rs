@@ -1,7 +1,10 @@
 //! The task store: task records and their event logs, durable as `--durability` says.
 //!
 //! This is the **API boundary** between the protocol layer (`server`) and storage. The protocol
-//! layer never touches sled or files; storage never speaks JSON-RPC.
+//! layer never touches sled or files; storage never speaks JSON-RPC. The server holds the store
+//! as a [`TaskStore`] (`backend.rs`): [`Store`] (this module: the data dir, or memory) or
+//! [`PgStore`] (`pg.rs`: PostgreSQL, shared by several replicas), and nothing above the trait
+//! knows which.
 //!
 //! Architecture invariants:
 //! - An event is durable (per [`Durability`]) before [`Store::append`] returns, and nothing can
@@ -24,6 +27,8 @@
 //! | `recovery` | [`Store::open`] and [`Store::repair`]: lock, replay the log into sled, check it against the checkpoint record, refuse (or repair) damage, fail the tasks that were running |
 //! | `checkpoint` | `CHECKPOINT`: the last checkpoint's LSN and every task's next seq then, to tell an index that lost data |
 //! | `fsutil` | owner-only files and dirs, directory fsync, the data dir lock |
+//! | `backend` | [`TaskStore`], the storage interface, and its implementation for [`Store`] |
+//! | `pg` | [`PgStore`]: the interface on PostgreSQL (schema, group commit, `LISTEN/NOTIFY`, leases) |
 //!
 //! On disk (`DATA_DIR`, mode 0700, files 0600): `LOCK` (flock: one server per data dir),
 //! `wal/<LSN>.wal` (the log since the last checkpoint), `index/` or `index.<n>/` (sled),
