@@ -533,6 +533,29 @@ mod tests {
     }
 
     #[test]
+    fn store_takes_a_postgres_url_instead_of_a_data_dir() {
+        let c = run(&["--store", "postgres://u@h:5432/db"], &[("HOME", "/h")]);
+        assert_eq!(c.store_url.as_deref(), Some("postgres://u@h:5432/db"));
+        assert_eq!(c.data_dir, None, "no data dir with --store");
+        assert_eq!(c.lease_timeout, crate::store::pg::DEFAULT_LEASE_TIMEOUT);
+        let c = run(
+            &["--store=postgresql://u@h/db", "--lease-timeout", "3"],
+            &[],
+        );
+        assert_eq!(c.lease_timeout, std::time::Duration::from_secs(3));
+        for bad in [
+            &["--store", "mysql://u@h/db"][..],
+            &["--store", "postgres://u@h/db", "--in-memory"],
+            &["--store", "postgres://u@h/db", "--data-dir", "/d"],
+            &["--store", "postgres://u@h/db", "--socket"],
+            &["--store", "postgres://u@h/db", "--lease-timeout", "0"],
+            &["--lease-timeout", "5", "--in-memory"],
+        ] {
+            assert!(parse(bad, &[]).is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
     fn data_dir_precedence() {
         let c = run(&[], &[("HOME", "/h"), ("XDG_DATA_HOME", "/x")]);
         assert_eq!(c.data_dir, Some(PathBuf::from("/x/taskstream")));
