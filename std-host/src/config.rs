@@ -34,6 +34,12 @@ OPTIONS:
                                [default: $TASKSTREAM_DATA_DIR, else $XDG_DATA_HOME/taskstream,
                                else ~/.local/share/taskstream]
     --in-memory                keep nothing on disk (conflicts with --data-dir)
+    --store postgres://USER@HOST:PORT/DB
+                               keep tasks and events in PostgreSQL instead of a data dir,
+                               shared by every server (replica) on that database (conflicts
+                               with --data-dir, --in-memory and --socket)
+    --lease-timeout SECS       with --store: a replica's running tasks end failed this long
+                               after it stopped renewing its lease [default: 15]
     --max-events-per-task N    events retained per task [default: 10000]
     --max-event-age SECS       events older than this are dropped [default: 86400]
     --terminal-retention SECS  how long a terminal task stays retrievable [default: 3600]
@@ -109,6 +115,11 @@ pub struct ServeConfig {
     pub http: Option<HttpConfig>,
     /// Serve the data dir's Unix socket instead of stdio (`--socket` and its options).
     pub socket: Option<SocketConfig>,
+    /// Keep tasks and events in PostgreSQL (`--store postgres://…`) instead of a data dir;
+    /// `data_dir` is then `None`.
+    pub store_url: Option<String>,
+    /// With `store_url`: how long a replica's lease lasts without renewal (`--lease-timeout`).
+    pub lease_timeout: std::time::Duration,
 }
 
 /// The options of `serve --socket`.
@@ -156,6 +167,8 @@ impl ServeConfig {
             max_total_running_tasks: MAX_RUNNING_TASKS_CAPACITY,
             http: None,
             socket: None,
+            store_url: None,
+            lease_timeout: crate::store::pg::DEFAULT_LEASE_TIMEOUT,
         }
     }
 }
@@ -234,6 +247,8 @@ pub fn parse_serve(
     let mut socket = false;
     let mut idle_exit = None;
     let mut detach = false;
+    let mut store_url: Option<String> = None;
+    let mut lease_timeout = None;
     let mut args = args.into_iter();
     while let Some(arg) = args.next() {
         let text = arg.to_string_lossy().into_owned();
@@ -251,6 +266,19 @@ pub fn parse_serve(
             "-h" | "--help" => return Ok(ServeCommand::Help),
             "--in-memory" if inline.is_none() => in_memory = true,
             "--data-dir" => data_dir = Some(PathBuf::from(value("--data-dir")?)),
+            "--store" => {
+                let url = value("--store")?.to_string_lossy().into_owned();
+                if !(url.starts_with("postgres://") || url.starts_with("postgresql://")) {
+                    return Err(ConfigError::UnknownArgument(
+                        "--store takes a postgres:// URL".into(),
+                    ));
+                }
+                store_url = Some(url);
+            }
+            "--lease-timeout" => {
+                let flag = "--lease-timeout";
+                lease_timeout = Some(number(flag, &value(flag)?, 1, 86_400)?);
+            }
             "--max-events-per-task" => {
                 let flag = "--max-events-per-task";
                 config.retention.max_events = number(flag, &value(flag)?, 1, u32::MAX.into())?
@@ -394,6 +422,22 @@ pub fn parse_serve(
             "--idle-exit and --detach need --socket".into(),
         ));
     }
+    if let Some(url) = store_url {
+        if in_memory || data_dir.is_some() || config.socket.is_some() {
+            return Err(ConfigError::UnknownArgument(
+                "--store excludes --data-dir, --in-memory and --socket".into(),
+            ));
+        }
+        config.store_url = Some(url);
+        if let Some(secs) = lease_timeout {
+            config.lease_timeout = std::time::Duration::from_secs(secs);
+        }
+        return Ok(ServeCommand::Run(Box::new(config)));
+    } else if lease_timeout.is_some() {
+        return Err(ConfigError::UnknownArgument(
+            "--lease-timeout needs --store".into(),
+        ));
+    }
     config.data_dir = match (in_memory, data_dir) {
         (true, Some(_)) => return Err(ConfigError::Conflict),
         (true, None) => None,
@@ -486,6 +530,29 @@ mod tests {
         assert_eq!(c.max_failed_lookups_per_minute, 100);
         assert_eq!(c.principal, "local");
         assert_eq!(c.durability, Durability::Group);
+    }
+
+    #[test]
+    fn store_takes_a_postgres_url_instead_of_a_data_dir() {
+        let c = run(&["--store", "postgres://u@h:5432/db"], &[("HOME", "/h")]);
+        assert_eq!(c.store_url.as_deref(), Some("postgres://u@h:5432/db"));
+        assert_eq!(c.data_dir, None, "no data dir with --store");
+        assert_eq!(c.lease_timeout, crate::store::pg::DEFAULT_LEASE_TIMEOUT);
+        let c = run(
+            &["--store=postgresql://u@h/db", "--lease-timeout", "3"],
+            &[],
+        );
+        assert_eq!(c.lease_timeout, std::time::Duration::from_secs(3));
+        for bad in [
+            &["--store", "mysql://u@h/db"][..],
+            &["--store", "postgres://u@h/db", "--in-memory"],
+            &["--store", "postgres://u@h/db", "--data-dir", "/d"],
+            &["--store", "postgres://u@h/db", "--socket"],
+            &["--store", "postgres://u@h/db", "--lease-timeout", "0"],
+            &["--lease-timeout", "5", "--in-memory"],
+        ] {
+            assert!(parse(bad, &[]).is_err(), "{bad:?}");
+        }
     }
 
     #[test]

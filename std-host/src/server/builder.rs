@@ -9,7 +9,7 @@ use serde_json::{Map, Value};
 use super::process::{Extra, Forward, Process};
 use super::ServeError;
 use crate::config::{self, ServeCommand, ServeConfig};
-use crate::store::{Store, StoreConfig};
+use crate::store::{PgConfig, PgStore, Store, StoreConfig, TaskStore};
 use crate::tool::{Registry, Tool};
 
 /// Builds and runs an MCP server whose tools are yours (see [`crate::tool`]): both protocol
@@ -173,7 +173,10 @@ impl ServerBuilder {
         }
         extra.capabilities = self.capabilities;
         extra.forward = self.forward;
-        let store = Arc::new(open_store(&self.config)?);
+        let store: Arc<dyn TaskStore> = match &self.config.store_url {
+            Some(url) => Arc::new(open_pg(&self.config, url)?),
+            None => Arc::new(open_store(&self.config)?),
+        };
         Process::start_with(self.config, store, Registry::new(tools), extra)
             .map_err(|e| format!("starting a thread: {e}"))
     }
@@ -245,7 +248,26 @@ impl ServerBuilder {
     }
 }
 
-/// Opens the store `config` describes, reporting on stderr what recovery found.
+/// Connects to the PostgreSQL store (`--store`), migrating its schema, and says so on stderr.
+///
+/// # Errors
+/// Why it could not be opened.
+pub(super) fn open_pg(config: &ServeConfig, url: &str) -> Result<PgStore, String> {
+    let store = PgStore::open(PgConfig {
+        url: url.to_owned(),
+        retention: config.retention,
+        lease_timeout: config.lease_timeout,
+    })
+    .map_err(|e| format!("cannot open the store: {e}"))?;
+    eprintln!(
+        "taskstream: store {} (PostgreSQL), replica {}",
+        store.target(),
+        store.replica_id()
+    );
+    Ok(store)
+}
+
+/// Opens the data dir `config` describes, reporting on stderr what recovery found.
 ///
 /// # Errors
 /// Why it could not be opened.

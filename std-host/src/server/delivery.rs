@@ -35,7 +35,7 @@ const MIN_READ_AHEAD: usize = 16;
 const IDLE: Duration = Duration::from_millis(500);
 
 /// What a stream is told when its next event cannot be read from storage.
-const READ_FAILED: &str =
+pub(crate) const READ_FAILED: &str =
     "the server could not read this task's next event from its storage; the stream ends";
 
 /// What every open stream and waiting request is told when storage failed.
@@ -109,13 +109,16 @@ fn pump(shared: &Shared, buf: &mut Vec<u8>) -> bool {
     while written < BATCH {
         let step = streams.table.poll(|task| {
             *cache.entry(task).or_insert_with(|| {
-                shared
-                    .store
-                    .task(&tasks::format_task_id(task))
-                    .map(|v| Progress {
+                match shared.store.lookup(&tasks::format_task_id(task)) {
+                    Ok(view) => view.map(|v| Progress {
                         retained: v.retained,
                         lifecycle: lifecycle(&v),
-                    })
+                    }),
+                    // Storage cannot be read now (a shared store's database is away): the
+                    // stream waits, as if nothing new had come, and is polled again; it is
+                    // never told the task is gone.
+                    Err(_) => Some(tasks::UNREADABLE),
+                }
             })
         });
         let Some(step) = step else { break };
@@ -135,7 +138,7 @@ fn pump(shared: &Shared, buf: &mut Vec<u8>) -> bool {
                     let want = (BATCH + 1 - written).min(read_ahead);
                     let read = shared
                         .store
-                        .read_raw_from(&meta.task_id, seq, want, |e| queue.push_back(e));
+                        .read_raw_from(&meta.task_id, seq, want, &mut |e| queue.push_back(e));
                     if let Err(e) = read {
                         // Not `events_gone`: the event is retained, and a client told so
                         // would retry forever. An internal error, saying nothing of the host.

@@ -60,7 +60,7 @@ use taskstream_core::RequestId;
 
 use crate::config::ServeConfig;
 use crate::log::log;
-use crate::store::Store;
+use crate::store::TaskStore;
 use lifecycle::{Era, Session};
 use tasks::Codec;
 use wire::ServerError;
@@ -102,7 +102,7 @@ pub(crate) struct Shared {
     process: Arc<Process>,
     /// The process's configuration with this connection's principal.
     config: ServeConfig,
-    store: Arc<Store>,
+    store: Arc<dyn TaskStore>,
     out: io::Output,
     server_info: Value,
     streams: Mutex<stream::Streams>,
@@ -184,6 +184,36 @@ impl Shared {
         }
     }
 
+    /// With a shared store: the tasks this connection's `tasks/result` requests wait for that
+    /// ended through another replica (no task thread here announces them) are announced now.
+    /// Called whenever the store's signal moves.
+    pub(crate) fn check_remote_ends(&self) {
+        if !self.store.is_shared() || self.shutdown.load(Ordering::Relaxed) {
+            return;
+        }
+        let waiting: Vec<u128> = {
+            let pending = self.pending();
+            let mut keys: Vec<u128> = pending
+                .waiters
+                .iter()
+                .map(|(k, _)| *k)
+                .filter(|k| !pending.finished.contains(k))
+                .collect();
+            keys.dedup();
+            keys
+        };
+        for key in waiting {
+            let ended = self
+                .store
+                .task(&tasks::format_task_id(key))
+                .is_none_or(|v| v.record.status.is_terminal());
+            if ended {
+                let principal = self.config.principal.clone();
+                self.task_finished(key, &principal);
+            }
+        }
+    }
+
     /// Ends the connection's own work: its plain calls stop, waiting answers are dropped.
     /// Tasks are the process's and run on.
     pub(crate) fn close(&self) {
@@ -207,7 +237,7 @@ impl Shared {
 /// [`ServeError`] if stdin fails or a helper thread cannot start.
 pub fn serve(
     config: ServeConfig,
-    store: Arc<Store>,
+    store: Arc<dyn TaskStore>,
     input: impl Read,
     output: Box<dyn Write + Send>,
 ) -> Result<(), ServeError> {
@@ -236,9 +266,13 @@ pub(crate) fn serve_process(
         Info,
         "serving on stdio (principal {:?}, {})",
         conn.shared.config.principal,
-        match &conn.shared.config.data_dir {
-            Some(d) => format!("data dir {}", d.display()),
-            None => "in memory".to_owned(),
+        match (
+            &conn.shared.config.data_dir,
+            conn.shared.config.store_url.is_some()
+        ) {
+            (_, true) => "PostgreSQL store".to_owned(),
+            (Some(d), false) => format!("data dir {}", d.display()),
+            (None, false) => "in memory".to_owned(),
         }
     );
     let read = io::read_lines(input, max_line, |line| {
@@ -308,7 +342,7 @@ impl Connection {
     /// [`ServeError::Thread`] if a helper thread cannot start.
     pub fn start(
         config: ServeConfig,
-        store: Arc<Store>,
+        store: Arc<dyn TaskStore>,
         output: Box<dyn Write + Send>,
     ) -> Result<Connection, ServeError> {
         let process = Process::start(config, store).map_err(ServeError::Thread)?;

@@ -30,7 +30,7 @@ use super::Shared;
 use crate::clock;
 use crate::config::ServeConfig;
 use crate::log::log;
-use crate::store::{AppendError, Store, TaskStatus};
+use crate::store::{AppendError, StoreError, TaskStatus, TaskStore};
 use crate::tool::{text_result, Outcome, Registry, Sink, ToolError, Workload, PROGRESS_TYPE};
 
 /// The id prefix of the requests a server makes of its clients through [`Process::ask_client`].
@@ -53,7 +53,7 @@ struct Runner {
 /// connection it serves.
 pub struct Process {
     pub(crate) config: ServeConfig,
-    pub(crate) store: Arc<Store>,
+    pub(crate) store: Arc<dyn TaskStore>,
     pub(crate) server_info: Value,
     /// The tools this server offers.
     pub(crate) tools: Registry,
@@ -84,7 +84,7 @@ impl Process {
     ///
     /// # Errors
     /// The error of starting the sweep thread.
-    pub fn start(config: ServeConfig, store: Arc<Store>) -> std::io::Result<Arc<Process>> {
+    pub fn start(config: ServeConfig, store: Arc<dyn TaskStore>) -> std::io::Result<Arc<Process>> {
         let tools = Registry::new(crate::workloads::builtin(u64::from(
             config.retention.max_payload_bytes,
         )));
@@ -97,7 +97,7 @@ impl Process {
     /// The error of starting the sweep thread.
     pub(crate) fn start_with(
         config: ServeConfig,
-        store: Arc<Store>,
+        store: Arc<dyn TaskStore>,
         tools: Registry,
         extra: Extra,
     ) -> std::io::Result<Arc<Process>> {
@@ -126,6 +126,15 @@ impl Process {
             move || p.run_sweep()
         })?;
         *lock(&process.sweep) = Some(sweep);
+        if process.store.is_shared() {
+            // Another replica's append wakes no waker here: the store's signal (rung by the
+            // database) wakes every waiting stream, each of which reads what is new.
+            let doorbell = std::thread::Builder::new().name("doorbell".into()).spawn({
+                let p = Arc::downgrade(&process);
+                move || run_doorbell(&p)
+            })?;
+            lock(&process.threads).push(doorbell);
+        }
         Ok(process)
     }
 
@@ -402,30 +411,29 @@ impl Process {
         outcome: Result<Outcome, ToolError>,
         codec: Codec,
     ) {
-        let now = clock::now();
-        let finished = match outcome {
-            Ok(Outcome::Failed { message, result }) if codec == Codec::Modern => self.store.finish(
-                task_id,
-                TaskStatus::Completed,
-                Some(message),
-                Some(result),
-                None,
-                now,
-            ),
-            Ok(Outcome::Completed(result)) => self.store.finish(
-                task_id,
-                TaskStatus::Completed,
-                None,
-                Some(result),
-                None,
-                now,
-            ),
-            Ok(Outcome::Failed { message, result }) => self.fail(task_id, message, result),
-            Err(ToolError::Cancelled) => Err(AppendError::Terminal),
+        let end = match outcome {
+            Ok(Outcome::Failed { message, result }) if codec == Codec::Modern => {
+                Some((TaskStatus::Completed, Some(message), Some(result), None))
+            }
+            Ok(Outcome::Completed(result)) => {
+                Some((TaskStatus::Completed, None, Some(result), None))
+            }
+            Ok(Outcome::Failed { message, result }) => {
+                let error = ServerError::Internal(message.clone()).to_json();
+                Some((TaskStatus::Failed, Some(message), Some(result), Some(error)))
+            }
+            Err(ToolError::Cancelled) => None,
             Err(e) => {
                 let message = e.message();
                 let result = text_result(&message, true);
-                self.fail(task_id, message, result)
+                let error = ServerError::Internal(message.clone()).to_json();
+                Some((TaskStatus::Failed, Some(message), Some(result), Some(error)))
+            }
+        };
+        let finished = match end {
+            None => Err(AppendError::Terminal),
+            Some((status, message, result, error)) => {
+                self.store_end(task_id, status, message, result, error)
             }
         };
         lock(&self.runners).remove(&key);
@@ -441,21 +449,47 @@ impl Process {
         }
     }
 
-    fn fail(
+    /// Stores a task's end. With a shared store whose database is away for a moment, tries
+    /// again (with backoff, for a while, until shutdown): the replica is alive, so no other
+    /// replica would end the task for it, and it must not stay `working`.
+    fn store_end(
         &self,
         task_id: &str,
-        message: String,
-        result: Value,
+        status: TaskStatus,
+        message: Option<String>,
+        result: Option<Value>,
+        error: Option<Value>,
     ) -> Result<taskstream_core::Seq, AppendError> {
-        let error = ServerError::Internal(message.clone()).to_json();
-        self.store.finish(
-            task_id,
-            TaskStatus::Failed,
-            Some(message),
-            Some(result),
-            Some(error),
-            clock::now(),
-        )
+        let mut backoff = Duration::from_millis(100);
+        let give_up = Instant::now() + Duration::from_secs(120);
+        loop {
+            let r = self.store.finish(
+                task_id,
+                status,
+                message.clone(),
+                result.clone(),
+                error.clone(),
+                clock::now(),
+            );
+            let transient = matches!(r, Err(AppendError::Storage(StoreError::Database(_))));
+            if !transient
+                || !self.store.is_shared()
+                || self.is_shutting_down()
+                || Instant::now() >= give_up
+            {
+                return r;
+            }
+            log!(
+                Warn,
+                "task {task_id}: cannot store its end yet; trying again"
+            );
+            let (flag, cond) = &self.shutdown_signal;
+            let g = lock(flag);
+            let _ = cond
+                .wait_timeout_while(g, backoff, |s| !*s)
+                .unwrap_or_else(PoisonError::into_inner);
+            backoff = (backoff * 2).min(Duration::from_secs(2));
+        }
     }
 
     /// Tells every live connection of `principal` that task `key` reached a terminal status
@@ -466,6 +500,35 @@ impl Process {
             c.task_finished(key, principal);
         }
         self.wake(key);
+    }
+}
+
+/// Wakes every waiting stream of the process whenever a shared store's signal moves, until
+/// the process shuts down (or is dropped).
+fn run_doorbell(process: &Weak<Process>) {
+    let mut epoch = match process.upgrade() {
+        Some(p) => p.store.changes().epoch(),
+        None => return,
+    };
+    loop {
+        let Some(p) = process.upgrade() else { return };
+        if p.is_shutting_down() {
+            return;
+        }
+        let store = Arc::clone(&p.store);
+        drop(p);
+        let now = store.changes().wait_past(epoch, Duration::from_millis(500));
+        if now != epoch {
+            epoch = now;
+            if let Some(p) = process.upgrade() {
+                p.wake_all();
+                let conns: Vec<Arc<Shared>> =
+                    lock(&p.conns).iter().filter_map(Weak::upgrade).collect();
+                for c in conns {
+                    c.check_remote_ends();
+                }
+            }
+        }
     }
 }
 

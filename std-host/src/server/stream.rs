@@ -24,7 +24,7 @@ use super::wire::{self, ServerError};
 use super::Shared;
 use crate::config::MAX_STREAMS_CAPACITY;
 use crate::log::log;
-use crate::store::{RawEvent, Store};
+use crate::store::{RawEvent, TaskStore};
 
 /// The core's table of a connection, allocated on its first change: a connection that never
 /// opens a stream (most HTTP requests) costs no table.
@@ -196,12 +196,16 @@ pub(crate) enum DetachedStart {
 impl Detached {
     /// Up to `max` frames, in order; empty while the stream waits for live events. After an
     /// [`Frame::End`] the stream is over and polls return nothing.
-    pub(crate) fn poll(&mut self, store: &Store, max: usize) -> Vec<Frame> {
+    pub(crate) fn poll(&mut self, store: &dyn TaskStore, max: usize) -> Vec<Frame> {
         let mut frames = Vec::new();
-        let progress = store.task(&self.task_id).map(|v| Progress {
-            retained: v.retained,
-            lifecycle: lifecycle(&v),
-        });
+        let progress = match store.lookup(&self.task_id) {
+            Ok(view) => view.map(|v| Progress {
+                retained: v.retained,
+                lifecycle: lifecycle(&v),
+            }),
+            // Unreadable now: wait as if nothing new had come (polled again), never "gone".
+            Err(_) => Some(super::tasks::UNREADABLE),
+        };
         let mut ahead: VecDeque<RawEvent> = VecDeque::new();
         let mut buf = Vec::new();
         while frames.len() < max {
@@ -216,10 +220,17 @@ impl Detached {
                     if ahead.front().is_none_or(|e| e.seq() != seq) {
                         ahead.clear();
                         let want = max - frames.len();
-                        if let Err(e) =
-                            store.read_raw_from(&self.task_id, seq, want, |e| ahead.push_back(e))
+                        if let Err(e) = store
+                            .read_raw_from(&self.task_id, seq, want, &mut |e| ahead.push_back(e))
                         {
-                            log!(Warn, "reading events of task {}: {e}", self.task_id);
+                            log!(Error, "reading events of task {}: {e}", self.task_id);
+                            if ahead.front().is_none_or(|e| e.seq() != seq) {
+                                // Not `events_gone`: the event is retained (as on stdio).
+                                self.table.cancel(&self.id);
+                                let e = ServerError::Internal(super::delivery::READ_FAILED.into());
+                                frames.push(Frame::End(e.line(Some(&self.id))));
+                                break;
+                            }
                         }
                     }
                     if let Some(ev) = ahead.pop_front().filter(|e| e.seq() == seq) {

@@ -21,6 +21,7 @@ use std::sync::Arc;
 
 use serde_json::{json, Map, Value};
 use taskstream_core::rpc::Reason;
+use taskstream_core::streams::Progress;
 use taskstream_core::{Lifecycle, RequestId};
 
 use super::lifecycle::Era;
@@ -99,6 +100,10 @@ pub(crate) fn format_task_id(id: u128) -> String {
     format!("{id:032x}")
 }
 
+/// What a client is told when storage cannot be read now (a shared store's database is
+/// unreachable): nothing of the host.
+pub(crate) const STORE_UNAVAILABLE: &str = "the task store cannot be reached now; try again";
+
 /// A fresh task id with 128 random bits (≥ 122 required; SEP-2663 security).
 fn new_task_id() -> Result<u128, ServerError> {
     let mut bytes = [0u8; 16];
@@ -122,7 +127,14 @@ impl Shared {
             .get("taskId")
             .and_then(Value::as_str)
             .ok_or_else(|| ServerError::InvalidParams("taskId must be a string".into()))?;
-        self.visible_task(id).ok_or(ServerError::UNKNOWN_TASK)
+        let key = parse_task_id(id).ok_or(ServerError::UNKNOWN_TASK)?;
+        let view = self.store.lookup(id).map_err(|e| {
+            log!(Error, "reading task {id}: {e}");
+            ServerError::Internal(STORE_UNAVAILABLE.into())
+        })?;
+        view.filter(|v| v.record.principal == self.config.principal)
+            .map(|v| (key, v))
+            .ok_or(ServerError::UNKNOWN_TASK)
     }
 
     /// `tools/call` as a task: creates it (durably: `tasks/get` resolves before the answer is
@@ -295,9 +307,11 @@ impl Shared {
             Some(Value::String(c)) => Some(parse_cursor(c).ok_or(ServerError::InvalidCursor)?),
             Some(_) => return Err(ServerError::InvalidCursor),
         };
-        let mine: Vec<TaskView> = self
-            .store
-            .tasks()
+        let all = self.store.list().map_err(|e| {
+            log!(Error, "listing tasks: {e}");
+            ServerError::Internal(STORE_UNAVAILABLE.into())
+        })?;
+        let mine: Vec<TaskView> = all
             .into_iter()
             .filter(|v| v.record.principal == self.config.principal)
             .filter(|v| after.as_ref().is_none_or(|a| list_key(v) > *a))
@@ -429,6 +443,14 @@ pub(crate) fn task_json(view: &TaskView, codec: Codec) -> Value {
 }
 
 /// The lifecycle the core's stream rules need.
+/// The progress a stream pump is given for a task whose storage cannot be read now: nothing
+/// new, still running. The stream waits and is polled again; it never completes or is told
+/// `events_gone` for want of a read.
+pub(crate) const UNREADABLE: Progress = Progress {
+    retained: taskstream_core::Retained::EMPTY,
+    lifecycle: Lifecycle::Running,
+};
+
 pub(crate) fn lifecycle(view: &TaskView) -> Lifecycle {
     if view.record.status.is_terminal() {
         Lifecycle::Terminal
@@ -455,6 +477,7 @@ pub(crate) fn refusal(e: &AppendError) -> String {
         AppendError::Storage(crate::store::StoreError::SeqExhausted) => {
             "the task has used every sequence number".into()
         }
+        AppendError::Storage(crate::store::StoreError::Database(_)) => STORE_UNAVAILABLE.into(),
         // Every other storage error of a write stops the store (fail-stop).
         AppendError::Storage(_) => super::delivery::STORAGE_FAILED.into(),
     }

@@ -47,6 +47,10 @@ pub enum StoreError {
     DuplicateTask(String),
     /// Every seq of the task has been used (2^53 events).
     SeqExhausted,
+    /// The PostgreSQL store could not do what was asked: the database is unreachable, refused
+    /// a statement, or is not set up as this server needs (the text names the cause, for the
+    /// operator; clients are told only that the store cannot be reached).
+    Database(String),
     /// An earlier failure stopped the store; it refuses every write (fail-stop).
     Failed,
 }
@@ -110,6 +114,7 @@ impl std::fmt::Display for StoreError {
             StoreError::Damaged(what) => write!(f, "the data dir is damaged: {what}"),
             StoreError::DuplicateTask(id) => write!(f, "task {id:?} exists already"),
             StoreError::SeqExhausted => f.write_str("the task has used every sequence number"),
+            StoreError::Database(what) => write!(f, "PostgreSQL store: {what}"),
             StoreError::Failed => f.write_str(
                 "storage stopped after an earlier write failure; restart the server to recover",
             ),

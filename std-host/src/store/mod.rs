@@ -1,7 +1,10 @@
 //! The task store: task records and their event logs, durable as `--durability` says.
 //!
 //! This is the **API boundary** between the protocol layer (`server`) and storage. The protocol
-//! layer never touches sled or files; storage never speaks JSON-RPC.
+//! layer never touches sled or files; storage never speaks JSON-RPC. The server holds the store
+//! as a [`TaskStore`] (`backend.rs`): [`Store`] (this module: the data dir, or memory) or
+//! [`PgStore`] (`pg.rs`: PostgreSQL, shared by several replicas), and nothing above the trait
+//! knows which.
 //!
 //! Architecture invariants:
 //! - An event is durable (per [`Durability`]) before [`Store::append`] returns, and nothing can
@@ -24,6 +27,8 @@
 //! | `recovery` | [`Store::open`] and [`Store::repair`]: lock, replay the log into sled, check it against the checkpoint record, refuse (or repair) damage, fail the tasks that were running |
 //! | `checkpoint` | `CHECKPOINT`: the last checkpoint's LSN and every task's next seq then, to tell an index that lost data |
 //! | `fsutil` | owner-only files and dirs, directory fsync, the data dir lock |
+//! | `backend` | [`TaskStore`], the storage interface, and its implementation for [`Store`] |
+//! | `pg` | [`PgStore`]: the interface on PostgreSQL (schema, group commit, `LISTEN/NOTIFY`, leases) |
 //!
 //! On disk (`DATA_DIR`, mode 0700, files 0600): `LOCK` (flock: one server per data dir),
 //! `wal/<LSN>.wal` (the log since the last checkpoint), `index/` or `index.<n>/` (sled),
@@ -47,6 +52,7 @@
 //! removed tasks a checkpoint rebuilds the index into a fresh directory and switches to it
 //! atomically (`engine::Inner::rebuild`, `layout`): removed payloads leave the disk.
 
+mod backend;
 mod cache;
 mod checkpoint;
 mod engine;
@@ -54,6 +60,7 @@ mod error;
 mod fsutil;
 mod index;
 mod layout;
+pub mod pg;
 mod raw;
 mod recovery;
 mod tree;
@@ -68,7 +75,9 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 use taskstream_core::{Millis, Retained, RetentionPolicy, Seq};
 
+pub use backend::TaskStore;
 pub use error::StoreError;
+pub use pg::{PgConfig, PgStore};
 pub use raw::RawEvent;
 pub use wal::{Damage, TornTail, WalError, WalStats};
 

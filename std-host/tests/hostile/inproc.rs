@@ -78,8 +78,8 @@ fn close_stops_running_tasks_and_releases_the_store() {
         )
         .expect("store"),
     );
-    let mut conn =
-        Connection::start(config, Arc::clone(&store), Box::new(std::io::sink())).expect("start");
+    let shared: Arc<Store> = Arc::clone(&store);
+    let mut conn = Connection::start(config, shared, Box::new(std::io::sink())).expect("start");
     conn.handle_line(br#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}"#);
     for id in 2..6 {
         let line = format!(

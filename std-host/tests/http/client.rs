@@ -24,8 +24,15 @@ pub(crate) struct Server {
 impl Server {
     /// Starts the server in memory with `args` added, and waits for its `listening on` line.
     pub(crate) fn start(args: &[&str]) -> Server {
+        Server::start_on(&["--in-memory"], args)
+    }
+
+    /// Starts the server on the store `store` says (`--in-memory`, `--store URL`, …) with
+    /// `args` added, and waits for its `listening on` line.
+    pub(crate) fn start_on(store: &[&str], args: &[&str]) -> Server {
         let mut child = Command::new(env!("CARGO_BIN_EXE_taskstream"))
-            .args(["serve", "--in-memory", "--http", "127.0.0.1:0"])
+            .args(["serve", "--http", "127.0.0.1:0"])
+            .args(store)
             .args(args)
             .stdin(Stdio::null())
             .stdout(Stdio::null())

@@ -166,7 +166,7 @@ async fn next(mut p: Producer) -> Option<(Result<Bytes, Infallible>, Producer)> 
         let store = Arc::clone(&p.process.store);
         let pumped = tokio::task::spawn_blocking(move || {
             let mut d = detached;
-            let frames = d.poll(&store, BATCH);
+            let frames = d.poll(&*store, BATCH);
             (d, frames)
         })
         .await;

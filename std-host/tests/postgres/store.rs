@@ -1,0 +1,302 @@
+//! The storage interface ([`TaskStore`]) against both implementations in one process: the
+//! same checks on a data dir and on PostgreSQL, then what only a shared store has (two
+//! replicas' stores racing on one task, a lease taken over while its old owner appends).
+
+use std::sync::{Arc, Barrier};
+use std::time::Duration;
+
+use taskstream::store::{
+    AppendError, Durability, PgConfig, PgStore, RawEvent, Store, StoreConfig, StoreError,
+    TaskRecord, TaskStatus, TaskStore, DEFAULT_MAX_STORE_BYTES,
+};
+use taskstream_core::{Millis, RetentionPolicy, Seq};
+
+use crate::cluster::{self, Cluster};
+
+const NOW: Millis = Millis(1_000_000);
+
+fn retention() -> RetentionPolicy {
+    RetentionPolicy {
+        max_events: 4,
+        ..RetentionPolicy::DEFAULT
+    }
+}
+
+fn record(id: &str) -> TaskRecord {
+    TaskRecord {
+        task_id: id.to_owned(),
+        principal: "p".into(),
+        tool: "emit".into(),
+        status: TaskStatus::Working,
+        status_message: None,
+        created_at: NOW,
+        last_updated_at: NOW,
+        ttl_ms: None,
+        poll_interval_ms: 1000,
+        result: None,
+        error: None,
+    }
+}
+
+fn read_all(store: &dyn TaskStore, id: &str, from: u64) -> Vec<(u64, String, String)> {
+    let mut out = Vec::new();
+    store
+        .read_raw_from(
+            id,
+            Seq::new(from).expect("seq"),
+            1000,
+            &mut |e: RawEvent| {
+                out.push((
+                    e.seq().get(),
+                    e.event_type().to_owned(),
+                    String::from_utf8_lossy(e.payload()).into_owned(),
+                ));
+            },
+        )
+        .expect("read");
+    out
+}
+
+fn range(store: &dyn TaskStore, id: &str) -> (u64, u64) {
+    let v = store.task(id).expect("task");
+    (v.retained.earliest().get(), v.retained.next().get())
+}
+
+/// The interface's contract, the same for every implementation.
+fn contract(store: &(dyn TaskStore + Sync)) {
+    store.create_task(record("t1"), NOW).expect("create");
+    assert_eq!(
+        range(store, "t1"),
+        (0, 1),
+        "the working status event is seq 0"
+    );
+    assert!(matches!(
+        store.create_task(record("t1"), NOW),
+        Err(AppendError::Storage(StoreError::DuplicateTask(_)))
+    ));
+    for i in 1..=2u64 {
+        let seq = store
+            .append("t1", "dev.taskstream.tick", br#"{ "i" : 1 }"#, NOW)
+            .expect("append");
+        assert_eq!(seq.get(), i, "seqs are dense");
+    }
+    assert!(matches!(
+        store.append("t1", "dev.taskstream.tick", b"[1]", NOW),
+        Err(AppendError::InvalidPayload(_))
+    ));
+    assert!(matches!(
+        store.append("t1", "tick", b"{}", NOW),
+        Err(AppendError::InvalidType(_))
+    ));
+    assert!(matches!(
+        store.append("nope", "dev.taskstream.tick", b"{}", NOW),
+        Err(AppendError::UnknownTask)
+    ));
+    let end = store
+        .finish("t1", TaskStatus::Completed, None, None, None, NOW)
+        .expect("finish");
+    assert_eq!(end.get(), 3);
+    assert!(matches!(
+        store.finish("t1", TaskStatus::Failed, None, None, None, NOW),
+        Err(AppendError::Terminal)
+    ));
+    assert!(matches!(
+        store.append("t1", "dev.taskstream.tick", b"{}", NOW),
+        Err(AppendError::Terminal)
+    ));
+    let events = read_all(store, "t1", 0);
+    let want = [
+        (0, "dev.taskstream.task.status", r#"{"status":"working"}"#),
+        (1, "dev.taskstream.tick", r#"{"i":1}"#),
+        (2, "dev.taskstream.tick", r#"{"i":1}"#),
+        (3, "dev.taskstream.task.status", r#"{"status":"completed"}"#),
+    ];
+    let want: Vec<(u64, String, String)> = want
+        .iter()
+        .map(|(s, t, p)| (*s, (*t).to_owned(), (*p).to_owned()))
+        .collect();
+    assert_eq!(events, want, "compact payloads, in seq order");
+    assert_eq!(
+        store.task("t1").expect("task").record.status,
+        TaskStatus::Completed
+    );
+
+    // Retention by count: the earliest seq is exact (the server decides `events_gone` by it,
+    // and reads from it on).
+    store.create_task(record("t2"), NOW).expect("create");
+    for _ in 0..6 {
+        store
+            .append("t2", "dev.taskstream.tick", b"{}", NOW)
+            .expect("append");
+    }
+    assert_eq!(range(store, "t2"), (3, 7));
+    assert_eq!(
+        read_all(store, "t2", 3)
+            .iter()
+            .map(|e| e.0)
+            .collect::<Vec<_>>(),
+        [3, 4, 5, 6]
+    );
+
+    // Concurrent appends to one task (one group commit may take several of them) keep the
+    // count limit exact too.
+    store.create_task(record("t3"), NOW).expect("create");
+    std::thread::scope(|scope| {
+        for _ in 0..8 {
+            scope.spawn(|| {
+                for _ in 0..20 {
+                    store
+                        .append("t3", "dev.taskstream.tick", b"{}", NOW)
+                        .expect("append");
+                }
+            });
+        }
+    });
+    assert_eq!(range(store, "t3"), (157, 161));
+    assert_eq!(
+        read_all(store, "t3", 157)
+            .iter()
+            .map(|e| e.0)
+            .collect::<Vec<_>>(),
+        [157, 158, 159, 160]
+    );
+    store
+        .finish("t3", TaskStatus::Cancelled, None, None, None, NOW)
+        .expect("finish");
+    assert_eq!(range(store, "t3"), (158, 162));
+
+    // Terminal retention, then retention by age.
+    let later = Millis(NOW.0 + retention().terminal_retention.0 + 1);
+    assert_eq!(store.sweep(later), 2, "t1 and t3 (terminal) expired");
+    assert!(store.task("t1").is_none());
+    assert_eq!(range(store, "t2"), (3, 7), "young events stay");
+    let much_later = Millis(NOW.0 + retention().max_event_age.0 + 1);
+    assert_eq!(store.sweep(much_later), 0);
+    assert_eq!(range(store, "t2"), (7, 7), "every event aged out");
+    assert!(store.task("t2").is_some(), "a running task stays");
+    assert_eq!(store.tasks().len(), 1);
+}
+
+#[test]
+fn the_storage_interface_holds_on_a_data_dir_and_on_postgresql() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let data_dir = Store::open(
+        StoreConfig {
+            data_dir: Some(dir.path().join("data")),
+            durability: Durability::Group,
+            retention: retention(),
+            max_store_bytes: DEFAULT_MAX_STORE_BYTES,
+        },
+        NOW,
+    )
+    .expect("open");
+    contract(&data_dir);
+    if !cluster::enabled() {
+        return;
+    }
+    let pg = Cluster::start();
+    let store = PgStore::open(PgConfig {
+        url: pg.db("contract"),
+        retention: retention(),
+        lease_timeout: Duration::from_secs(60),
+    })
+    .expect("open");
+    contract(&store);
+}
+
+fn open(url: &str, lease_timeout: Duration) -> PgStore {
+    PgStore::open(PgConfig {
+        url: url.to_owned(),
+        retention: RetentionPolicy::DEFAULT,
+        lease_timeout,
+    })
+    .expect("open")
+}
+
+#[test]
+fn racing_writers_and_a_lease_taken_over_never_duplicate_or_gap() {
+    if !cluster::enabled() {
+        return;
+    }
+    let pg = Cluster::start();
+    let url = pg.db("race");
+    let a = Arc::new(open(&url, Duration::from_secs(60)));
+    let b = Arc::new(open(&url, Duration::from_secs(60)));
+    a.create_task(record("race"), NOW).expect("create");
+
+    // Eight appenders on the owner, while the other replica tries too (refused: it does not
+    // hold the lease) and then takes the task over once the owner's lease looks expired.
+    let start = Arc::new(Barrier::new(10));
+    let mut writers = Vec::new();
+    for w in 0..8u32 {
+        let (a, start) = (Arc::clone(&a), Arc::clone(&start));
+        writers.push(std::thread::spawn(move || {
+            start.wait();
+            let mut mine = Vec::new();
+            for i in 0..10_000u32 {
+                let payload = format!(r#"{{"w":{w},"i":{i}}}"#);
+                match a.append("race", "dev.taskstream.tick", payload.as_bytes(), NOW) {
+                    Ok(seq) => mine.push((seq.get(), payload)),
+                    Err(AppendError::Terminal) => break,
+                    Err(e) => panic!("append: {e:?}"),
+                }
+            }
+            mine
+        }));
+    }
+    let intruder = {
+        let (b, start) = (Arc::clone(&b), Arc::clone(&start));
+        std::thread::spawn(move || {
+            start.wait();
+            for _ in 0..50 {
+                assert!(
+                    matches!(
+                        b.append("race", "dev.taskstream.tick", br#"{"intruder":1}"#, NOW),
+                        Err(AppendError::Terminal)
+                    ),
+                    "a replica that does not hold the lease may not append"
+                );
+            }
+        })
+    };
+    start.wait();
+    intruder.join().expect("intruder");
+    // Wait until the owner has appended a good many, then age its heartbeat and reap.
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while range(&*b, "race").1 < 300 {
+        assert!(std::time::Instant::now() < deadline, "appends progress");
+        std::thread::yield_now();
+    }
+    pg.psql(
+        "race",
+        &format!(
+            "UPDATE taskstream_replicas SET heartbeat = now() - interval '1 hour' \
+             WHERE id = '{}'",
+            a.replica_id()
+        ),
+    );
+    assert_eq!(b.reap().expect("reap"), 1, "B ends A's task");
+
+    let mut appended: Vec<(u64, String)> = Vec::new();
+    for w in writers {
+        appended.extend(w.join().expect("writer"));
+    }
+    let events = read_all(&*b, "race", 0);
+    let seqs: Vec<u64> = events.iter().map(|e| e.0).collect();
+    let want: Vec<u64> = (0..seqs.len() as u64).collect();
+    assert_eq!(seqs, want, "dense, no duplicate");
+    // Every acknowledged append is there, at its seq; nothing else but the two status events.
+    assert_eq!(appended.len() + 2, events.len());
+    for (seq, payload) in &appended {
+        let e = &events[usize::try_from(*seq).expect("seq")];
+        assert_eq!(&e.2, payload, "seq {seq}");
+    }
+    let last = events.last().expect("events");
+    assert!(last.2.contains(r#""status":"failed""#), "{last:?}");
+    assert!(!events.iter().any(|e| e.2.contains("intruder")));
+    // The old owner is fenced for good.
+    assert!(matches!(
+        a.append("race", "dev.taskstream.tick", b"{}", NOW),
+        Err(AppendError::Terminal)
+    ));
+}
