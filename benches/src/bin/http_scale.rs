@@ -1,4 +1,4 @@
-//! The scale run of `serve --http` (issue "one long-lived server, many connections"): one
+//! The scale run of `serve --http` (one long-lived server, many connections): one
 //! server process with `TASKS` live tasks and `STREAMS` concurrent SSE streams on them; prints
 //! the server's resident memory and thread count before, with the tasks, and at the peak with
 //! the streams, the time to create the tasks, and whether every stream was gap-free.
