@@ -268,10 +268,9 @@ async def run(session: ClientSession) -> None:
     step(f"run_trace as a task, every bundled trace: {'; '.join(summary)}")
 
 
-async def main() -> None:
-    binary = os.environ.get("TASKSTREAM_BIN")
-    check(bool(binary), "TASKSTREAM_BIN is not set")
-    args = os.environ.get("TASKSTREAM_ARGS", "serve --in-memory --durability none").split()
+async def run_over_stdio(binary: str, args: list[str], client_name: str, steps) -> None:
+    """Starts `binary args` as a stdio MCP server, connects the SDK's ClientSession to it
+    through the wire taps, and runs `steps(session)`; prints the last wire messages if it fails."""
     params = StdioServerParameters(command=binary, args=args, env=dict(os.environ))
     errlog = open(os.devnull, "w") if os.environ.get("INTEROP_QUIET_STDERR") else sys.stderr
     with anyio.fail_after(60):
@@ -283,8 +282,8 @@ async def main() -> None:
                 tg.start_soon(tap_write, source, write)
                 try:
                     async with ClientSession(tapped_read, tapped_write, client_info=types.Implementation(
-                            name="taskstream-interop-py", version="1.0.0")) as session:
-                        await run(session)
+                            name=client_name, version="1.0.0")) as session:
+                        await steps(session)
                 except BaseException:
                     print("  --- last wire messages:")
                     for d, m in wire[-12:]:
@@ -293,9 +292,17 @@ async def main() -> None:
                 tg.cancel_scope.cancel()
 
 
-def entry() -> int:
+async def main() -> None:
+    binary = os.environ.get("TASKSTREAM_BIN")
+    check(bool(binary), "TASKSTREAM_BIN is not set")
+    args = os.environ.get("TASKSTREAM_ARGS", "serve --in-memory --durability none").split()
+    await run_over_stdio(binary, args, "taskstream-interop-py", run)
+
+
+def entry(check_main=None) -> int:
+    """Runs `check_main` (this check's `main` by default) and prints `ok` or why it failed."""
     try:
-        anyio.run(main)
+        anyio.run(check_main or main)
     except BaseException as exc:  # noqa: BLE001 - report anything, including exception groups
         e = exc
         while isinstance(e, BaseExceptionGroup) and len(e.exceptions) == 1:

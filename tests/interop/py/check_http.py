@@ -78,21 +78,7 @@ async def main() -> None:
 
 
 def entry() -> int:
-    try:
-        anyio.run(main)
-    except BaseException as exc:  # noqa: BLE001 - report anything, including exception groups
-        e = exc
-        while isinstance(e, BaseExceptionGroup) and len(e.exceptions) == 1:
-            e = e.exceptions[0]
-        if isinstance(e, check.CheckFailed):
-            print(f"error: {e}")
-        elif isinstance(e, TimeoutError):
-            print("error: timed out after 60 s")
-        else:
-            print(f"error: {type(e).__name__}: {e}")
-        return 1
-    print("ok")
-    return 0
+    return check.entry(main)
 
 
 if __name__ == "__main__":

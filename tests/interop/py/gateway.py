@@ -21,11 +21,11 @@ from pathlib import Path
 import anyio
 
 import mcp.types as types
-from mcp import ClientSession, StdioServerParameters
-from mcp.client.stdio import stdio_client
+from mcp import ClientSession
 
-from check import (STATUS_TYPE, CheckFailed, check, check_empty, check_envelopes, events, events_of,
-                   show, step, stream, tap, tap_write, wire)
+from check import (STATUS_TYPE, check, check_empty, check_envelopes, events, events_of,
+                   run_over_stdio, show, step, stream, wire)
+from check import entry as check_entry
 
 warnings.filterwarnings("ignore", category=DeprecationWarning, message=".*experimental tasks API.*")
 
@@ -91,43 +91,11 @@ async def main() -> None:
     here = Path(__file__).resolve().parent
     server = here.parent / "gateway" / "fastmcp_server.py"
     args = ["gateway", "--in-memory", "--durability", "none", "--", sys.executable, str(server)]
-    params = StdioServerParameters(command=binary, args=args, env=dict(os.environ))
-    errlog = open(os.devnull, "w") if os.environ.get("INTEROP_QUIET_STDERR") else sys.stderr
-    with anyio.fail_after(60):
-        async with stdio_client(params, errlog=errlog) as (read, write):
-            sink, tapped_read = anyio.create_memory_object_stream(100)
-            tapped_write, source = anyio.create_memory_object_stream(100)
-            async with anyio.create_task_group() as tg:
-                tg.start_soon(tap, read, sink)
-                tg.start_soon(tap_write, source, write)
-                try:
-                    async with ClientSession(tapped_read, tapped_write, client_info=types.Implementation(
-                            name="taskstream-interop-py-gateway", version="1.0.0")) as session:
-                        await run(session)
-                except BaseException:
-                    print("  --- last wire messages:")
-                    for d, m in wire[-12:]:
-                        print(f"  {d} {show(m)[:400]}")
-                    raise
-                tg.cancel_scope.cancel()
+    await run_over_stdio(binary, args, "taskstream-interop-py-gateway", run)
 
 
 def entry() -> int:
-    try:
-        anyio.run(main)
-    except BaseException as exc:  # noqa: BLE001 - report anything, including exception groups
-        e = exc
-        while isinstance(e, BaseExceptionGroup) and len(e.exceptions) == 1:
-            e = e.exceptions[0]
-        if isinstance(e, CheckFailed):
-            print(f"error: {e}")
-        elif isinstance(e, TimeoutError):
-            print("error: timed out after 60 s")
-        else:
-            print(f"error: {type(e).__name__}: {e}")
-        return 1
-    print("ok")
-    return 0
+    return check_entry(main)
 
 
 if __name__ == "__main__":
