@@ -409,11 +409,7 @@ impl Inner {
         error: Option<serde_json::Value>,
         now: Millis,
     ) -> Result<Seq, AppendError> {
-        let mut payload = serde_json::json!({ "status": status.as_str() });
-        if let Some(m) = &message {
-            payload["message"] = serde_json::Value::String(m.clone());
-        }
-        let bytes = payload.to_string().into_bytes();
+        let bytes = status.event_payload(message.as_deref()).into_bytes();
         self.push(
             task_id,
             STATUS_EVENT_TYPE,

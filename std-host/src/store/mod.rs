@@ -137,6 +137,18 @@ pub enum TaskStatus {
 }
 
 impl TaskStatus {
+    /// The payload of the terminal `dev.taskstream.task.status` event a store appends when a
+    /// task reaches this status: `{"status": "<status>"}`, plus `"message"` when given. Every
+    /// store writes it from here, so they cannot disagree.
+    #[must_use]
+    pub(crate) fn event_payload(self, message: Option<&str>) -> String {
+        let mut payload = serde_json::json!({ "status": self.as_str() });
+        if let Some(m) = message {
+            payload["message"] = serde_json::Value::String(m.to_owned());
+        }
+        payload.to_string()
+    }
+
     /// Whether no transition leaves this status.
     #[must_use]
     pub const fn is_terminal(self) -> bool {

@@ -525,11 +525,7 @@ impl Inner {
         error: Option<serde_json::Value>,
         now: Millis,
     ) -> Result<Seq, AppendError> {
-        let mut payload = serde_json::json!({ "status": status.as_str() });
-        if let Some(m) = &message {
-            payload["message"] = serde_json::Value::String(m.clone());
-        }
-        let payload = payload.to_string();
+        let payload = status.event_payload(message.as_deref());
         let at = millis_i64(now);
         let max = self.max_events();
         let outcome = self
