@@ -102,6 +102,51 @@ impl fmt::Display for ToolError {
 
 impl std::error::Error for ToolError {}
 
+/// Why [`TaskContext::ask`] has no answer.
+#[derive(Clone, Debug, PartialEq)]
+#[non_exhaustive]
+pub enum AskError {
+    /// The work was cancelled while it waited: stop, and return [`ToolError::Cancelled`]
+    /// (`?` converts it).
+    Cancelled,
+    /// The client answered with this JSON-RPC error object (`{code, message, data?}`).
+    Refused(Value),
+    /// No client could be asked, or none answered in time; the message says which, for the
+    /// client to read.
+    Unanswered(String),
+}
+
+impl fmt::Display for AskError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            AskError::Cancelled => f.write_str("the task was cancelled"),
+            AskError::Refused(e) => {
+                let m = e
+                    .get("message")
+                    .and_then(Value::as_str)
+                    .unwrap_or("no message");
+                write!(
+                    f,
+                    "the client refused: {}",
+                    m.chars().take(500).collect::<String>()
+                )
+            }
+            AskError::Unanswered(m) => f.write_str(m),
+        }
+    }
+}
+
+impl std::error::Error for AskError {}
+
+impl From<AskError> for ToolError {
+    fn from(e: AskError) -> ToolError {
+        match e {
+            AskError::Cancelled => ToolError::Cancelled,
+            other => ToolError::Failed(other.to_string()),
+        }
+    }
+}
+
 /// A `CallToolResult`: what a tool answers (a plain call) or stores as its task's result.
 #[derive(Clone, Debug, PartialEq)]
 pub struct ToolResult {
@@ -286,6 +331,12 @@ pub(crate) trait Sink {
 
     /// Runs `callback` when the work is cancelled (at once if it already was).
     fn on_cancel(&mut self, callback: Box<dyn FnOnce() + Send>);
+
+    /// Asks the client `method` with `params` and waits for its answer until `deadline`.
+    ///
+    /// # Errors
+    /// [`AskError`]: cancelled, refused by the client, or unanswered.
+    fn ask(&mut self, method: &str, params: Value, deadline: Instant) -> Result<Value, AskError>;
 }
 
 /// What a tool's handler sees of its call: where its events go, and whether it was
@@ -381,6 +432,44 @@ impl<'a> TaskContext<'a> {
     /// process or a request to another server. Keep it short; it must not block.
     pub fn on_cancel(&mut self, callback: impl FnOnce() + Send + 'static) {
         self.sink.on_cancel(Box::new(callback));
+    }
+
+    /// Asks the client for something and waits for its answer: `method` is a request a
+    /// server makes of its client (`elicitation/create`, `sampling/createMessage`,
+    /// `roots/list`), `params` its params; the answer is the client's result.
+    ///
+    /// - In a 2026-07-28 task (SEP-2663) the task is `input_required` while it waits:
+    ///   `tasks/get` shows the request under `inputRequests`, the client answers with
+    ///   `tasks/update` (from any connection, at any time before `timeout`), and the task is
+    ///   `working` again. The stream has a `dev.taskstream.task.status` event for each change.
+    /// - In a 2025-11-25 task the request goes to a 2025-11-25 session of the task's principal
+    ///   on stdio; in a plain call, to the call's own client if it is one.
+    ///
+    /// # Errors
+    /// [`AskError::Cancelled`] when the call is cancelled meanwhile; [`AskError::Refused`]
+    /// with the client's error; [`AskError::Unanswered`] when no client can be asked or none
+    /// answered within `timeout`.
+    ///
+    /// ```no_run
+    /// # use serde_json::json;
+    /// # fn handler(ctx: &mut taskstream::tool::TaskContext<'_>) -> Result<(), taskstream::tool::ToolError> {
+    /// let answer = ctx.ask(
+    ///     "elicitation/create",
+    ///     json!({"message": "Deploy to production?", "requestedSchema": {"type": "object"}}),
+    ///     std::time::Duration::from_secs(600),
+    /// )?;
+    /// if answer["action"] != "accept" {
+    ///     return Err(taskstream::tool::ToolError::failed("the deployment was not confirmed"));
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub fn ask(
+        &mut self,
+        method: &str,
+        params: Value,
+        timeout: Duration,
+    ) -> Result<Value, AskError> {
+        self.sink.ask(method, params, deadline_after(timeout))
     }
 
     /// Sleeps for `duration`, waking early on cancellation.

@@ -158,7 +158,7 @@ fn a_request_cmd_makes_of_its_client_is_relayed_to_the_connected_client() {
 
 #[test]
 fn a_request_cmd_makes_with_no_client_to_ask_gets_a_clear_error() {
-    // A 2026-07-28 client has no session to ask on: the request is refused, saying why.
+    // A 2026-07-28 plain call has no session to ask on: the request is refused, saying why.
     let mut m = start(&[], &faulty("ask"));
     let r = m.ok(
         "tools/call",
@@ -166,9 +166,122 @@ fn a_request_cmd_makes_with_no_client_to_ask_gets_a_clear_error() {
     );
     let text = r["content"][0]["text"].as_str().unwrap_or_default();
     assert!(
-        text.starts_with("client refused: no client is connected to taskstream gateway"),
+        text.starts_with("client refused: the client of this call cannot be asked"),
         "{text}"
     );
+}
+
+/// A 2026-07-28 task through the Tasks extension: created, its id.
+fn modern_task(m: &mut Server) -> String {
+    let created = m.ok(
+        "tools/call",
+        modern(json!({"name": "work", "arguments": {}}), true),
+    );
+    assert_eq!(created["resultType"], "task", "{created}");
+    created["taskId"].as_str().expect("taskId").to_owned()
+}
+
+/// Waits on a `tasks/stream` of `task` for the status event saying `status`; its params.
+fn wait_status(m: &mut Server, task: &str, status: &str) -> Value {
+    m.recv(&format!("the {status} status event"), |v| {
+        v["method"] == "notifications/tasks/event"
+            && v["params"]["taskId"] == task
+            && v["params"]["type"] == STATUS
+            && v["params"]["payload"]["status"] == status
+    })["params"]
+        .clone()
+}
+
+/// The statuses on `task`'s stream `id` (to its end), with the events `seen` already taken
+/// from it; the stream is checked gap-free from seq 0.
+fn statuses(m: &mut Server, id: i64, task: &str, seen: Vec<Value>) -> Vec<String> {
+    let (mut ev, end) = m.collect_stream(id, task);
+    assert!(end.get("result").is_some(), "{end}");
+    ev.extend(seen);
+    ev.sort_by_key(|e| e["seq"].as_u64());
+    let seqs = client::seqs(&ev);
+    assert_eq!(seqs, (0..ev.len() as u64).collect::<Vec<_>>(), "gap-free");
+    ev.iter()
+        .filter(|e| e["type"] == STATUS)
+        .map(|e| {
+            e["payload"]["status"]
+                .as_str()
+                .unwrap_or_default()
+                .to_owned()
+        })
+        .collect()
+}
+
+#[test]
+fn a_request_cmd_makes_in_a_modern_task_makes_it_input_required_until_tasks_update() {
+    // SEP-2663 has no server-to-client requests: the task waits for input, `tasks/get` shows
+    // the request under `inputRequests`, and `tasks/update` answers it.
+    let mut m = start(&[], &faulty("ask"));
+    let t = modern_task(&mut m);
+    let stream = m.request("tasks/stream", modern(json!({"taskId": t}), true));
+    let asked = wait_status(&mut m, &t, "input_required");
+    let got = m.ok("tasks/get", modern(json!({"taskId": t}), true));
+    assert_eq!(got["status"], "input_required", "{got}");
+    let requests = got["inputRequests"].as_object().expect("inputRequests");
+    assert_eq!(requests.len(), 1, "{got}");
+    let (key, request) = requests.iter().next().expect("one request");
+    assert_eq!(request["method"], "sampling/createMessage");
+    assert_eq!(
+        request["params"]["messages"][0]["content"]["text"],
+        "hello?"
+    );
+    // A key of no waiting request is ignored; a response that is not an object is refused.
+    let unknown = json!({"taskId": t, "inputResponses": {"input-none": {"x": 1}}});
+    assert_eq!(
+        m.ok("tasks/update", modern(unknown, true))["resultType"],
+        "complete"
+    );
+    let bad = json!({"taskId": t, "inputResponses": {key.clone(): 5}});
+    assert_eq!(m.error_code("tasks/update", modern(bad, true)), -32602);
+    let got = m.ok("tasks/get", modern(json!({"taskId": t}), true));
+    assert_eq!(got["status"], "input_required", "still waiting: {got}");
+    let answer = json!({"taskId": t, "inputResponses": {key.clone(): {
+        "role": "assistant", "content": {"type": "text", "text": "hi"}, "model": "m"}}});
+    m.ok("tasks/update", modern(answer, true));
+    assert_eq!(
+        statuses(&mut m, stream, &t, vec![asked]),
+        ["working", "input_required", "working", "completed"]
+    );
+    let got = m.ok("tasks/get", modern(json!({"taskId": t}), true));
+    assert_eq!(got["status"], "completed", "{got}");
+    assert!(got.get("inputRequests").is_none(), "{got}");
+    assert_eq!(got["result"]["content"][0]["text"], "client said: hi");
+}
+
+#[test]
+fn a_modern_task_waiting_for_input_can_be_cancelled_or_time_out() {
+    let mut m = start(&["--input-timeout", "1"], &faulty("ask"));
+    // Unanswered within --input-timeout: CMD is told so, and the task goes on.
+    let t = modern_task(&mut m);
+    let stream = m.request("tasks/stream", modern(json!({"taskId": t}), true));
+    assert_eq!(
+        statuses(&mut m, stream, &t, Vec::new()),
+        ["working", "input_required", "working", "completed"]
+    );
+    let got = m.ok("tasks/get", modern(json!({"taskId": t}), true));
+    assert_eq!(
+        got["result"]["content"][0]["text"],
+        "client refused: the client did not answer sampling/createMessage within 1 s"
+    );
+    // Cancelled while waiting: the task ends cancelled and its request is gone.
+    let mut m = start(&[], &faulty("ask"));
+    let t = modern_task(&mut m);
+    m.request("tasks/stream", modern(json!({"taskId": t}), true));
+    wait_status(&mut m, &t, "input_required");
+    m.ok("tasks/cancel", modern(json!({"taskId": t}), true));
+    wait_status(&mut m, &t, "cancelled");
+    let got = m.ok("tasks/get", modern(json!({"taskId": t}), true));
+    assert_eq!(got["status"], "cancelled", "{got}");
+    assert!(got.get("inputRequests").is_none(), "{got}");
+    // The gateway serves on: a second task asks again.
+    let t2 = modern_task(&mut m);
+    m.request("tasks/stream", modern(json!({"taskId": t2}), true));
+    wait_status(&mut m, &t2, "input_required");
 }
 
 #[test]

@@ -8,7 +8,7 @@ use std::sync::mpsc::{channel, Receiver, Sender};
 use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
-use taskstream::tool::{Tool, ToolError, ToolResult};
+use taskstream::tool::{AskError, Tool, ToolError, ToolResult};
 use taskstream::ServerBuilder;
 
 const DEADLINE: Duration = Duration::from_secs(30);
@@ -81,6 +81,23 @@ fn tools() -> Vec<Tool> {
                 Err(ToolError::Cancelled)
             },
         ),
+        Tool::new(
+            "confirm",
+            "Asks its client to confirm",
+            object.clone(),
+            |ctx, _| {
+                let answer = ctx.ask(
+                    "elicitation/create",
+                    json!({"message": "go?", "requestedSchema": {"type": "object"}}),
+                    Duration::from_secs(30),
+                );
+                Ok(ToolResult::text(match answer {
+                    Ok(a) => format!("answer: {}", a["action"].as_str().unwrap_or("none")),
+                    Err(AskError::Cancelled) => return Err(ToolError::Cancelled),
+                    Err(e) => format!("no answer: {e}"),
+                }))
+            },
+        ),
         Tool::new("steps", "Reports progress", object, |ctx, _| {
             for i in 1..=3 {
                 ctx.progress(f64::from(i), Some(3.0), Some("step"))?;
@@ -90,8 +107,32 @@ fn tools() -> Vec<Tool> {
     ]
 }
 
+/// `params` of a 2026-07-28 request that declares the Tasks extension.
+fn modern(mut params: Value) -> Value {
+    params["_meta"] = json!({
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities":
+            {"extensions": {"io.modelcontextprotocol/tasks": {}}},
+        "io.modelcontextprotocol/clientInfo": {"name": "t", "version": "0"},
+    });
+    params
+}
+
 impl Client {
     fn start() -> Client {
+        let mut c = Client::start_modern();
+        let init = c.call(
+            "initialize",
+            json!({"protocolVersion": "2025-11-25", "capabilities": {},
+                   "clientInfo": {"name": "t", "version": "0"}}),
+        );
+        assert_eq!(init["result"]["serverInfo"]["name"], "tool-api-test");
+        c.send(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+        c
+    }
+
+    /// A client that sends 2026-07-28 requests (no `initialize`).
+    fn start_modern() -> Client {
         let (reader, writer) = std::io::pipe().expect("pipe");
         let (tx, out) = channel();
         let builder = tools().into_iter().fold(
@@ -107,21 +148,13 @@ impl Client {
         let server = std::thread::spawn(move || {
             builder.serve_io(reader, output).expect("serve");
         });
-        let mut c = Client {
+        Client {
             input: Some(writer),
             out,
             seen: Vec::new(),
             server: Some(server),
             next: 1,
-        };
-        let init = c.call(
-            "initialize",
-            json!({"protocolVersion": "2025-11-25", "capabilities": {},
-                   "clientInfo": {"name": "t", "version": "0"}}),
-        );
-        assert_eq!(init["result"]["serverInfo"]["name"], "tool-api-test");
-        c.send(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
-        c
+        }
     }
 
     fn send(&mut self, v: &Value) {
@@ -296,4 +329,69 @@ fn progress_is_an_event_in_a_task_and_a_notification_in_a_plain_call() {
     assert_eq!(notes.len(), 3, "{notes:?}");
     assert_eq!(notes[0]["params"]["progressToken"], "p");
     assert_eq!(notes[2]["params"]["progress"], 3.0);
+}
+
+#[test]
+fn a_handler_asks_its_client_in_each_era() {
+    // 2025-11-25: the request reaches the session, and its answer the handler.
+    let mut c = Client::start();
+    let task = c.task("confirm");
+    let ask = c.recv("the request", |v| v["method"] == "elicitation/create");
+    assert_eq!(ask["params"]["message"], "go?");
+    c.send(&json!({"jsonrpc": "2.0", "id": ask["id"], "result": {"action": "accept"}}));
+    let result = c.call("tasks/result", json!({"taskId": task}));
+    assert_eq!(result["result"]["content"][0]["text"], "answer: accept");
+    // A plain call asks its own client; the client's error is the handler's.
+    let id = c.request("tools/call", json!({"name": "confirm", "arguments": {}}));
+    let ask = c.recv("the request", |v| v["method"] == "elicitation/create");
+    c.send(&json!({"jsonrpc": "2.0", "id": ask["id"], "error": {"code": -1, "message": "busy"}}));
+    let answer = c.recv("the plain answer", |v| v["id"] == id);
+    assert_eq!(
+        answer["result"]["content"][0]["text"],
+        "no answer: the client refused: busy"
+    );
+
+    // 2026-07-28: the task is input_required until tasks/update answers.
+    let mut m = Client::start_modern();
+    let created = m.call(
+        "tools/call",
+        modern(json!({"name": "confirm", "arguments": {}})),
+    );
+    let task = created["result"]["taskId"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no task in {created}"))
+        .to_owned();
+    let stream = m.request("tasks/stream", modern(json!({"taskId": task})));
+    m.recv("the input_required event", |v| {
+        v["params"]["payload"]["status"] == "input_required"
+    });
+    let got = m.call("tasks/get", modern(json!({"taskId": task})))["result"].clone();
+    assert_eq!(got["status"], "input_required", "{got}");
+    let (key, request) = got["inputRequests"]
+        .as_object()
+        .and_then(|r| r.iter().next())
+        .unwrap_or_else(|| panic!("no input request in {got}"));
+    assert_eq!(request["method"], "elicitation/create");
+    assert_eq!(request["params"]["message"], "go?");
+    let update = json!({"taskId": task, "inputResponses": {key.clone(): {"action": "decline"}}});
+    let ack = m.call("tasks/update", modern(update));
+    assert_eq!(ack["result"]["resultType"], "complete", "{ack}");
+    let end = m.recv("the stream's end", |v| v["id"] == stream);
+    assert!(end.get("result").is_some(), "{end}");
+    let got = m.call("tasks/get", modern(json!({"taskId": task})))["result"].clone();
+    assert_eq!(got["status"], "completed", "{got}");
+    assert_eq!(got["result"]["content"][0]["text"], "answer: decline");
+    // A plain 2026-07-28 call cannot be asked: the handler is told why.
+    let plain = m.call("tools/call", {
+        let mut p = modern(json!({"name": "confirm", "arguments": {}}));
+        p["_meta"]["io.modelcontextprotocol/clientCapabilities"] = json!({});
+        p
+    });
+    let text = plain["result"]["content"][0]["text"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(
+        text.starts_with("no answer: the client of this call cannot be asked"),
+        "{plain}"
+    );
 }

@@ -7,8 +7,9 @@
 //! logged and dropped.
 //!
 //! Requests `CMD` makes of its client (`sampling/createMessage`, `elicitation/create`,
-//! `roots/list`) are relayed to a client of the gateway (see [`Relay`]); `ping` is answered
-//! `{}`.
+//! `roots/list`) go to the one call in flight, which asks its own client
+//! ([`CallMessage::Ask`]); with no call or several in flight they are relayed to a client of
+//! the gateway (see [`Relay`]). `ping` is answered `{}`.
 
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader, Read, Write};
@@ -54,6 +55,17 @@ pub(crate) enum CallMessage {
         event_type: String,
         /// Its payload.
         payload: Value,
+    },
+    /// A request `CMD` made of its client while the call was the only one in flight: the
+    /// call asks its own client ([`TaskContext::ask`](crate::tool::TaskContext::ask)) and
+    /// answers it with [`Inner::reply`].
+    Ask {
+        /// The request's id towards `CMD`.
+        id: Value,
+        /// Its method.
+        method: String,
+        /// Its params.
+        params: Value,
     },
     /// The answer: a result, or the JSON-RPC error object.
     Answer(Result<Value, Value>),
@@ -140,6 +152,15 @@ impl Inner {
     }
 
     /// Writes one message to `CMD`; false if it is gone.
+    /// Answers a request `CMD` made: its result, or a JSON-RPC error object.
+    pub(crate) fn reply(&self, id: &Value, answer: Result<Value, Value>) {
+        let msg = match answer {
+            Ok(result) => json!({"jsonrpc": "2.0", "id": id, "result": result}),
+            Err(error) => json!({"jsonrpc": "2.0", "id": id, "error": error}),
+        };
+        self.write(&msg);
+    }
+
     fn write(&self, msg: &Value) -> bool {
         let mut line = msg.to_string();
         line.push('\n');
@@ -399,10 +420,25 @@ impl Inner {
             self.write(&json!({"jsonrpc": "2.0", "id": id, "result": {}}));
             return;
         }
-        let inner = Arc::clone(self);
         let method = method.to_owned();
         let id = id.clone();
         let params = params.cloned().unwrap_or_else(|| json!({}));
+        // Tied to the one call in flight, the call asks its own client (a task: its era's
+        // way, `input_required` in 2026-07-28).
+        let call = self
+            .only_call()
+            .and_then(|call| lock(&self.routes).waiters.get(&call).map(|w| w.tx.clone()));
+        let (id, method, params) = match call {
+            Some(tx) => match tx.send(CallMessage::Ask { id, method, params }) {
+                Ok(()) => return,
+                Err(std::sync::mpsc::SendError(CallMessage::Ask { id, method, params })) => {
+                    (id, method, params)
+                }
+                Err(_) => return,
+            },
+            None => (id, method, params),
+        };
+        let inner = Arc::clone(self);
         let spawned = std::thread::Builder::new()
             .name("inner-ask".into())
             .stack_size(256 * 1024)

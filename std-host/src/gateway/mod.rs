@@ -18,9 +18,15 @@
 //! answer, a result that is not a `CallToolResult`, or `CMD` exiting during the call end the
 //! task `failed` with a status message that says which. `tasks/cancel` sends
 //! `notifications/cancelled` for the inner call. `CMD` is started again for the next call
-//! after it exits; its tool list is the one read at the gateway's start. Requests `CMD` makes
-//! of its client are relayed to the gateway's most recent 2025 session on stdio
-//! (`Process::ask_client`), or refused with an error saying no client could answer.
+//! after it exits; its tool list is the one read at the gateway's start.
+//!
+//! A request `CMD` makes of its client (sampling, elicitation, roots) while one call is in
+//! flight is that call's: it asks as any tool does ([`TaskContext::ask`]): a 2026-07-28 task
+//! becomes `input_required` until `tasks/update` answers, a 2025-11-25 task asks a 2025-11-25
+//! session of its principal, a plain call its own client if that is a 2025-11-25 session;
+//! each waits up to `--input-timeout`. With no call or several in flight the request goes to
+//! the gateway's most recent 2025-11-25 session on stdio (`Process::ask_client`). Where no
+//! client can answer, `CMD` gets an error saying so.
 
 mod inner;
 
@@ -36,7 +42,7 @@ use crate::config::{self, ServeCommand};
 use crate::log::log;
 use crate::server::process::Forward;
 use crate::server::Process;
-use crate::tool::{check_result, Handler, TaskContext, Tool, ToolError, ToolResult};
+use crate::tool::{check_result, AskError, Handler, TaskContext, Tool, ToolError, ToolResult};
 use inner::{error, CallMessage, Inner, Relay, INNER_VERSION};
 
 /// The event type of a log message tied to a call.
@@ -49,13 +55,15 @@ const NOT_STARTED: &str =
 
 /// The default of `--inner-timeout`.
 const DEFAULT_INNER_TIMEOUT_SECS: u64 = 30;
+/// The default of `--input-timeout`.
+const DEFAULT_INPUT_TIMEOUT_SECS: u64 = 600;
 
 /// The gateway's help.
 pub const GATEWAY_HELP: &str = "\
 taskstream gateway: taskstream in front of a stdio MCP server
 
 USAGE:
-    taskstream gateway [serve options] [--inner-timeout SECS] -- CMD [ARGS...]
+    taskstream gateway [serve options] [--inner-timeout SECS] [--input-timeout SECS] -- CMD [ARGS...]
 
 Starts CMD (any stdio MCP server), offers its tools and passes its other requests on. A tool
 call the client makes as a task becomes a durable task of the gateway with a resumable event
@@ -67,6 +75,9 @@ to the call dev.taskstream.log events, and CMD's result the task's result. The s
     --inner-timeout SECS   how long CMD may take to answer initialize, tools/list and passed-on
                            requests (not tool calls, which may run for as long as they need)
                            [default: 30]
+    --input-timeout SECS   how long a request CMD makes of its client during a call (sampling,
+                           elicitation, roots) waits for the client's answer; a 2026-07-28 task
+                           is input_required meanwhile [default: 600]
 ";
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -78,6 +89,8 @@ struct Gateway {
     cmd: String,
     args: Vec<String>,
     timeout: Duration,
+    /// How long a call's request of its client waits for the answer.
+    input_timeout: Duration,
     current: Mutex<Option<Arc<Inner>>>,
     tokens: AtomicU64,
     /// The gateway's process, once it runs: where `CMD`'s requests of a client go.
@@ -238,6 +251,15 @@ impl Gateway {
                     payload,
                 } if in_task => ctx.emit(&event_type, &payload).map(|_| ()),
                 CallMessage::Log(_) | CallMessage::Event { .. } => Ok(()),
+                CallMessage::Ask { id, method, params } => {
+                    let answer = match ctx.ask(&method, params, self.input_timeout) {
+                        Ok(result) => Ok(result),
+                        Err(AskError::Refused(e)) => Err(e),
+                        Err(e) => Err(error(e.to_string())),
+                    };
+                    inner.reply(&id, answer);
+                    Ok(())
+                }
                 CallMessage::Answer(Ok(result)) => {
                     break match check_result(&result) {
                         Ok(()) => ToolResult::from_value(result)
@@ -354,19 +376,28 @@ pub fn main(args: impl Iterator<Item = OsString>) -> ExitCode {
         return ExitCode::from(2);
     };
     let mut timeout = DEFAULT_INNER_TIMEOUT_SECS;
+    let mut input_timeout = DEFAULT_INPUT_TIMEOUT_SECS;
     let mut serve_options = Vec::new();
     let mut it = options.iter();
     while let Some(o) = it.next() {
-        if o == "--inner-timeout" {
+        let target = if o == "--inner-timeout" {
+            Some(&mut timeout)
+        } else if o == "--input-timeout" {
+            Some(&mut input_timeout)
+        } else {
+            None
+        };
+        if let Some(target) = target {
             match it
                 .next()
                 .and_then(|v| v.to_str())
                 .and_then(|v| v.parse().ok())
             {
-                Some(t) if t > 0 => timeout = t,
+                Some(t) if t > 0 => *target = t,
                 _ => {
                     eprintln!(
-                        "taskstream gateway: --inner-timeout needs a number of seconds above 0"
+                        "taskstream gateway: {} needs a number of seconds above 0",
+                        o.to_string_lossy()
                     );
                     return ExitCode::from(2);
                 }
@@ -390,6 +421,7 @@ pub fn main(args: impl Iterator<Item = OsString>) -> ExitCode {
         cmd,
         args: command.collect(),
         timeout: Duration::from_secs(timeout),
+        input_timeout: Duration::from_secs(input_timeout),
         current: Mutex::new(None),
         tokens: AtomicU64::new(0),
         process: Arc::new(OnceLock::new()),

@@ -36,6 +36,7 @@ mod cancel;
 mod delivery;
 mod guard;
 mod http;
+mod input;
 mod io;
 mod lifecycle;
 mod plain;

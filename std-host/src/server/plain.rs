@@ -18,7 +18,7 @@ use super::cancel::CancelToken;
 use super::lifecycle::Era;
 use super::Shared;
 use crate::log::log;
-use crate::tool::{Outcome, Sink, ToolError, Workload};
+use crate::tool::{AskError, Outcome, Sink, ToolError, Workload};
 
 /// The plain calls in flight, by request id.
 #[derive(Default)]
@@ -231,5 +231,24 @@ impl Sink for PlainSink<'_> {
 
     fn task_id(&self) -> Option<&str> {
         None
+    }
+
+    fn ask(&mut self, method: &str, params: Value, deadline: Instant) -> Result<Value, AskError> {
+        if self.token.is_cancelled() {
+            return Err(AskError::Cancelled);
+        }
+        if !self.shared.can_be_asked() {
+            return Err(AskError::Unanswered(format!(
+                "the client of this call cannot be asked for {}: only a 2025-11-25 session on \
+                 stdio can be asked outside a task (a 2026-07-28 client is asked through a task's \
+                 input_required)",
+                super::process::shown(method)
+            )));
+        }
+        let timeout = deadline.saturating_duration_since(Instant::now());
+        self.shared
+            .process
+            .ask_connection(self.shared, method, params, timeout)
+            .map_err(AskError::Refused)
     }
 }

@@ -30,8 +30,10 @@ use super::Shared;
 use crate::clock;
 use crate::config::ServeConfig;
 use crate::log::log;
-use crate::store::{AppendError, StoreError, TaskStatus, TaskStore};
-use crate::tool::{text_result, Outcome, Registry, Sink, ToolError, Workload, PROGRESS_TYPE};
+use crate::store::{AppendError, StoreError, TaskStatus, TaskStore, STATUS_EVENT_TYPE};
+use crate::tool::{
+    text_result, AskError, Outcome, Registry, Sink, ToolError, Workload, PROGRESS_TYPE,
+};
 
 /// The id prefix of the requests a server makes of its clients through [`Process::ask_client`].
 pub(crate) const ASKED_PREFIX: &str = "taskstream-ask-";
@@ -41,6 +43,11 @@ const TASK_STACK_BYTES: usize = 256 * 1024;
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// A method name as an error message shows it (bounded: it may come from another server).
+pub(crate) fn shown(method: &str) -> String {
+    method.chars().take(64).collect()
 }
 
 /// A running task as the process knows it.
@@ -77,6 +84,8 @@ pub struct Process {
     /// Requests made of a client (the gateway's relays), waiting for its answer, by id.
     asked: Mutex<HashMap<String, std::sync::mpsc::SyncSender<Result<Value, Value>>>>,
     asked_ids: std::sync::atomic::AtomicU64,
+    /// Input that running tasks ask of their clients (SEP-2663 `input_required`).
+    pub(crate) inputs: super::input::Inputs,
 }
 
 impl Process {
@@ -117,6 +126,7 @@ impl Process {
             sweep: Mutex::new(None),
             asked: Mutex::new(HashMap::new()),
             asked_ids: std::sync::atomic::AtomicU64::new(0),
+            inputs: super::input::Inputs::default(),
         });
         if let Some(f) = &process.extra.forward {
             f.attach(&process);
@@ -215,17 +225,26 @@ impl Process {
         params: Value,
         timeout: Duration,
     ) -> Result<Value, Value> {
-        let shown: String = method.chars().take(64).collect();
-        let no_client = || {
-            serde_json::json!({"code": -32603, "message": format!(
-                "no client is connected to taskstream gateway that could answer {shown}"
-            )})
-        };
         let conn = lock(&self.conns)
             .iter()
             .filter_map(Weak::upgrade)
-            .rfind(|c| c.can_be_asked() && principal.is_none_or(|p| c.config.principal == p))
-            .ok_or_else(no_client)?;
+            .rfind(|c| c.can_be_asked() && principal.is_none_or(|p| c.config.principal == p));
+        match conn {
+            Some(conn) => self.ask_connection(&conn, method, params, timeout),
+            None => Err(serde_json::json!({"code": -32603, "message": format!(
+                "no client is connected that could answer {}", shown(method)
+            )})),
+        }
+    }
+
+    /// [`ask_client`](Self::ask_client) of one connection (which can be asked).
+    pub(crate) fn ask_connection(
+        &self,
+        conn: &Shared,
+        method: &str,
+        params: Value,
+        timeout: Duration,
+    ) -> Result<Value, Value> {
         let n = self.asked_ids.fetch_add(1, Ordering::Relaxed);
         let id = format!("{ASKED_PREFIX}{n}");
         let (tx, rx) = std::sync::mpsc::sync_channel(1);
@@ -233,12 +252,11 @@ impl Process {
         let line =
             serde_json::json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
         conn.send_line(line.to_string().as_bytes());
-        drop(conn);
         let answer = rx.recv_timeout(timeout);
         lock(&self.asked).remove(&id);
         answer.unwrap_or_else(|_| {
             Err(serde_json::json!({"code": -32603, "message": format!(
-                "the client did not answer {shown} within {} s", timeout.as_secs()
+                "the client did not answer {} within {} s", shown(method), timeout.as_millis().div_ceil(1000)
             )}))
         })
     }
@@ -390,6 +408,8 @@ impl Process {
             process: self,
             key,
             task_id,
+            principal,
+            codec,
             token,
             next: None,
         };
@@ -539,6 +559,9 @@ struct TaskSink<'a> {
     process: &'a Process,
     key: u128,
     task_id: &'a str,
+    principal: &'a str,
+    /// The era the task was created in: how it asks its client for input.
+    codec: Codec,
     token: &'a CancelToken,
     /// The seq the next event gets, once known.
     next: Option<u64>,
@@ -632,6 +655,96 @@ impl Sink for TaskSink<'_> {
 
     fn task_id(&self) -> Option<&str> {
         Some(self.task_id)
+    }
+
+    fn ask(&mut self, method: &str, params: Value, deadline: Instant) -> Result<Value, AskError> {
+        if self.token.is_cancelled() {
+            return Err(AskError::Cancelled);
+        }
+        let timeout = deadline.saturating_duration_since(Instant::now());
+        match self.codec {
+            Codec::Legacy => self
+                .process
+                .ask_client(Some(self.principal), method, params, timeout)
+                .map_err(AskError::Refused),
+            Codec::Modern => self.ask_input(method, params, timeout),
+        }
+    }
+}
+
+impl TaskSink<'_> {
+    /// A SEP-2663 task asks: `input_required` until `tasks/update` answers (see `input.rs`).
+    fn ask_input(
+        &mut self,
+        method: &str,
+        params: Value,
+        timeout: Duration,
+    ) -> Result<Value, AskError> {
+        // The request that `tasks/get` shows first, then the status event: a client that
+        // sees `input_required` on the stream finds the request on `tasks/get` (and one
+        // that sees `working` again finds it gone).
+        let (tx, rx) = std::sync::mpsc::sync_channel(1);
+        let input = self
+            .process
+            .inputs
+            .add(self.key, method, params, tx.clone());
+        if let Err(e) = self.status_event(TaskStatus::InputRequired) {
+            self.process.inputs.remove(self.key, &input);
+            return Err(e);
+        }
+        self.token.on_cancel(Box::new(move || {
+            let _ = tx.try_send(None);
+        }));
+        let got = rx.recv_timeout(timeout);
+        self.process.inputs.remove(self.key, &input);
+        match got {
+            Ok(Some(answer)) => {
+                self.status_event(TaskStatus::Working)?;
+                Ok(answer)
+            }
+            // Cancelled: the cancellation stores the terminal status.
+            Ok(None) | Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {
+                Err(AskError::Cancelled)
+            }
+            Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
+                self.status_event(TaskStatus::Working)?;
+                Err(AskError::Unanswered(format!(
+                    "the client did not answer {} within {} s",
+                    shown(method),
+                    timeout.as_millis().div_ceil(1000)
+                )))
+            }
+        }
+    }
+
+    /// Appends a non-terminal `dev.taskstream.task.status` event (durable before it returns).
+    fn status_event(&mut self, status: TaskStatus) -> Result<(), AskError> {
+        let payload = status.event_payload(None);
+        let appended = self.process.store.append(
+            self.task_id,
+            STATUS_EVENT_TYPE,
+            payload.as_bytes(),
+            clock::now(),
+        );
+        self.process.wake(self.key);
+        match appended {
+            Ok(seq) => {
+                self.next = Some(seq.get() + 1);
+                Ok(())
+            }
+            Err(AppendError::Terminal | AppendError::UnknownTask) => Err(AskError::Cancelled),
+            Err(e) => {
+                log!(
+                    Error,
+                    "task {}: cannot record its status: {e:?}",
+                    self.task_id
+                );
+                Err(AskError::Unanswered(format!(
+                    "cannot record the task's status: {}",
+                    refusal(&e)
+                )))
+            }
+        }
     }
 }
 

@@ -6,7 +6,8 @@
 //!   for a terminal one; `notifications/tasks/status` on transitions (sent by the delivery
 //!   thread).
 //! - SEP-2663 (modern requests that declare the extension): flat `CreateTaskResult`;
-//!   `tasks/get` → DetailedTask with `result` / `error` inline; `tasks/update` and
+//!   `tasks/get` → DetailedTask with `result` / `error` inline (and `inputRequests` while the
+//!   task waits for input, `input.rs`); `tasks/update` (answers those requests) and
 //!   `tasks/cancel` acks; `tasks/result` and `tasks/list` → -32601; -32021 without the
 //!   extension (DX-03).
 //!
@@ -213,8 +214,20 @@ impl Shared {
         codec: Codec,
         params: &Map<String, Value>,
     ) -> Result<Value, ServerError> {
-        let (_, view) = self.task_param(params)?;
+        let (key, view) = self.task_param(params)?;
         let mut t = task_json(&view, codec);
+        // A running task waiting for input (`input.rs`) is `input_required` while it waits.
+        let inputs = if view.record.status.is_terminal() {
+            None
+        } else {
+            self.process.inputs.requests(key)
+        };
+        if let (Some(requests), Some(obj)) = (inputs, t.as_object_mut()) {
+            obj.insert("status".into(), json!(TaskStatus::InputRequired.as_str()));
+            if codec == Codec::Modern {
+                obj.insert("inputRequests".into(), Value::Object(requests));
+            }
+        }
         if let (Codec::Modern, Some(obj)) = (codec, t.as_object_mut()) {
             match view.record.status {
                 TaskStatus::Completed => {
@@ -293,9 +306,33 @@ impl Shared {
         }
     }
 
-    /// `tasks/update` (SEP-2663): our tools never ask for input, so it is an ack.
+    /// `tasks/update` (SEP-2663): `inputResponses` answer the task's waiting input requests
+    /// (`input.rs`); keys of no waiting request are ignored. An ack.
     pub(crate) fn tasks_update(&self, params: &Map<String, Value>) -> Result<Value, ServerError> {
-        self.task_param(params)?;
+        let (key, view) = self.task_param(params)?;
+        let responses = match params.get("inputResponses") {
+            None | Some(Value::Null) => return Ok(json!({})),
+            Some(Value::Object(r)) => r,
+            Some(_) => {
+                return Err(ServerError::InvalidParams(
+                    "inputResponses must be an object of input keys to results".into(),
+                ))
+            }
+        };
+        if let Some((k, _)) = responses.iter().find(|(_, v)| !v.is_object()) {
+            let k: String = k.chars().take(64).collect();
+            return Err(ServerError::InvalidParams(format!(
+                "inputResponses[{k:?}] must be the request's result, an object"
+            )));
+        }
+        let answered = self.process.inputs.answer(key, responses);
+        if answered > 0 {
+            log!(
+                Info,
+                "task {}: {answered} input request(s) answered",
+                view.record.task_id
+            );
+        }
         Ok(json!({}))
     }
 

@@ -34,7 +34,7 @@ pub(crate) mod testing {
 
     use std::time::Instant;
 
-    use crate::tool::{Sink, ToolError};
+    use crate::tool::{AskError, Sink, ToolError};
 
     #[derive(Default)]
     pub(crate) struct Recorder {
@@ -82,5 +82,14 @@ pub(crate) mod testing {
         }
 
         fn on_cancel(&mut self, _callback: Box<dyn FnOnce() + Send>) {}
+
+        fn ask(
+            &mut self,
+            method: &str,
+            _params: serde_json::Value,
+            _deadline: Instant,
+        ) -> Result<serde_json::Value, AskError> {
+            Err(AskError::Unanswered(format!("no client to ask {method}")))
+        }
     }
 }
