@@ -376,6 +376,8 @@ pub struct Store {
     checkpointer: Option<JoinHandle<()>>,
     /// `group` mode's flusher: makes appends that did not wait durable and visible.
     flusher: Option<JoinHandle<()>>,
+    /// `group` mode's applier: writes published appends to the index, off their path.
+    applier: Option<JoinHandle<()>>,
     report: RecoveryReport,
     /// The data dir lock, held for the life of the store.
     _lock: Option<File>,
@@ -606,6 +608,11 @@ impl Drop for Store {
         self.inner.stop_flusher();
         if let Some(thread) = self.flusher.take() {
             // A panicked flusher leaves the pipe to the close's checkpoint.
+            let _ = thread.join();
+        }
+        self.inner.stop_applier();
+        if let Some(thread) = self.applier.take() {
+            // What it left unapplied, the close's checkpoint applies.
             let _ = thread.join();
         }
         self.inner.stop_checkpointer();
