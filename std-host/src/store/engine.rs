@@ -4,12 +4,15 @@
 //! A running task keeps its newest events in a core `EventRing` as a read cache (bounded:
 //! [`CACHE_EVENTS`] events in [`CACHE_BYTES`] bytes per running task; a small ring until the
 //! task needs more, `store/cache.rs`). An event enters the ring
-//! only after it is durable and in sled, so the ring never shows what the log might lose; reads
-//! of older seqs, and of terminal tasks, go to sled.
+//! only after it is durable, so the ring never shows what the log might lose; reads of older
+//! seqs, and of terminal tasks, go to sled, and (in `group` mode) to the task's unapplied set
+//! for what the applier has not yet written to sled.
 //!
-//! Locks, outermost first: a task's `append` lock (held across a whole append), the checkpoint
-//! `gate` (shared by writers from log submission until sled has the change, exclusive while a
-//! checkpoint rotates the log), then short-lived locks (a task's `state`, the task table, the
+//! Locks, outermost first: a task's `append` lock (held across a whole append), `flushing` (one
+//! drain at a time), the checkpoint `gate` (shared by writers from log submission until the
+//! change is published, and by the applier while it writes to sled; exclusive while a
+//! checkpoint rotates the log), `applying` (one application to sled at a time), then
+//! short-lived locks (a task's `state`, the task table, the
 //! log's queue, the `index` pointer, which only a rebuild holding the gate exclusively
 //! replaces). A checkpoint (and a rebuild, which runs inside one) takes `checkpointing` and
 //! then the gate, never a task's lock, so it can never wait on itself or on a writer.
@@ -277,8 +280,10 @@ pub(crate) struct Inner {
     /// A retired index directory could not be deleted yet; the next checkpoint tries again.
     stale_left: AtomicBool,
     rebuilds: AtomicU64,
-    /// Shared by writers from log submission until sled has the change; exclusive for a
-    /// checkpoint's rotation, which thereby sees every logged record applied.
+    /// Shared by writers from log submission until the change is published (or, outside
+    /// `group` mode, in sled) and by the applier while it writes to sled; exclusive for a
+    /// checkpoint's rotation, which drains and applies inside it and thereby sees every
+    /// logged record in sled.
     gate: RwLock<()>,
     /// One checkpoint at a time.
     checkpointing: Mutex<()>,
