@@ -639,10 +639,12 @@ impl Inner {
         Ok(seq)
     }
 
-    /// Whether appends go through the pipeline: `group` mode with a log (in memory, where
-    /// nothing is logged, an append is visible at once whatever the mode).
+    /// Whether appends go through the pipeline: `group` and `none` mode with a log (in memory,
+    /// where nothing is logged, an append is visible at once whatever the mode). In `none`
+    /// mode a submission is written to the log file at once and a drain flushes nothing, so
+    /// the pipeline only takes sled off the appender's path.
     fn pipelined(&self) -> bool {
-        self.durability == Durability::Group && self.wal.is_some()
+        self.durability != Durability::Event && self.wal.is_some()
     }
 
     /// Logs a pending append (without waiting) and queues it for publication, in one order

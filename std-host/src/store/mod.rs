@@ -464,8 +464,9 @@ impl Store {
     /// once a flush that covers it is durable: the store's flusher starts one at once, and
     /// one flush covers everything appended meanwhile, by any task. Nothing is ever read
     /// before it is durable. A crash before that flush loses the event (and every later one
-    /// of the task), never an earlier one, and nobody has seen it. In `event` and `none`
-    /// mode this is [`append`](Self::append).
+    /// of the task), never an earlier one, and nobody has seen it. In `none` mode the record
+    /// is written to the log file before this returns and published at the flusher's next
+    /// drain (no `fdatasync`); in `event` mode this is [`append`](Self::append).
     ///
     /// A producer that must know the event is durable before it does something else calls
     /// [`wait_durable`](Self::wait_durable) with the seq.

@@ -337,7 +337,7 @@ pub(crate) fn open(config: StoreConfig, now: Millis, mode: Mode) -> Result<Store
     } else {
         None
     };
-    let flusher = if config.durability == Durability::Group && inner.wal.is_some() {
+    let flusher = if config.durability != Durability::Event && inner.wal.is_some() {
         let inner = Arc::clone(&inner);
         Some(
             std::thread::Builder::new()
@@ -352,7 +352,7 @@ pub(crate) fn open(config: StoreConfig, now: Millis, mode: Mode) -> Result<Store
     } else {
         None
     };
-    let applier = if config.durability == Durability::Group && inner.wal.is_some() {
+    let applier = if config.durability != Durability::Event && inner.wal.is_some() {
         let inner = Arc::clone(&inner);
         Some(
             std::thread::Builder::new()

@@ -37,11 +37,11 @@ impl Rng {
 /// for a drain by a waiting append, a checkpoint, a sweep or the test (longer windows);
 /// without `applier`, stops its applier likewise, so that published appends stay out of the
 /// index until a checkpoint, a sweep, a rebuild or the test applies them.
-fn open(dir: &Path, flusher: bool, applier: bool) -> Store {
+fn open(dir: &Path, flusher: bool, applier: bool, durability: Durability) -> Store {
     let mut store = Store::open(
         StoreConfig {
             data_dir: Some(dir.to_owned()),
-            durability: Durability::Group,
+            durability,
             retention: RetentionPolicy {
                 max_events: MAX_EVENTS,
                 ..RetentionPolicy::DEFAULT
@@ -214,7 +214,13 @@ fn run(seed: u64) {
     let mut rng = Rng(seed | 1);
     let flusher = rng.below(2) == 0;
     let applier = rng.below(2) == 0;
-    let mut store = open(&dir, flusher, applier);
+    // `none` mode goes through the same pipeline (without the flush).
+    let durability = if rng.below(4) == 0 {
+        Durability::None
+    } else {
+        Durability::Group
+    };
+    let mut store = open(&dir, flusher, applier, durability);
     let mut models: BTreeMap<String, Model> = BTreeMap::new();
     let mut made = 0;
     let mut crashes = 0;
@@ -307,13 +313,13 @@ fn run(seed: u64) {
                 };
                 drop(store);
                 dir = next_dir;
-                store = open(&dir, flusher, applier);
+                store = open(&dir, flusher, applier, durability);
                 recovered(&store, &mut models, &seen);
             }
             _ => {
                 // A clean restart keeps everything appended.
                 drop(store);
-                store = open(&dir, flusher, applier);
+                store = open(&dir, flusher, applier, durability);
                 let seen = models
                     .iter()
                     .map(|(id, m)| (id.clone(), m.events.len() as u64))
@@ -325,7 +331,7 @@ fn run(seed: u64) {
     }
     // Everything appended is published by a close.
     drop(store);
-    let store = open(&dir, flusher, applier);
+    let store = open(&dir, flusher, applier, durability);
     for (id, m) in &models {
         let got = visible(&store, id);
         let last = got.last().expect("events");
