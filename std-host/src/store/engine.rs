@@ -5,7 +5,8 @@
 //! [`CACHE_EVENTS`] events in [`CACHE_BYTES`] bytes per running task; a small ring until the
 //! task needs more, `store/cache.rs`). An event enters the ring
 //! only after it is durable, so the ring never shows what the log might lose; reads of older
-//! seqs, and of terminal tasks, go to sled, and (in `group` mode) to the task's unapplied set
+//! seqs, and of terminal tasks, go to sled, and (in `group` and `none` mode, on a data dir) to
+//! the task's unapplied set
 //! for what the applier has not yet written to sled.
 //!
 //! Locks, outermost first: a task's `append` lock (held across a whole append), `flushing` (one
@@ -155,7 +156,8 @@ struct Pipe {
     draining: bool,
 }
 
-/// `group` mode's published appends that are durable but not yet in the index, in log order
+/// The pipeline's (`group` and `none` mode) published appends that are durable but not yet in
+/// the index, in log order
 /// (each is also in its task's `SlotState::unapplied`, where reads find it).
 #[derive(Default)]
 struct Unapplied {
@@ -280,14 +282,15 @@ pub(crate) struct Inner {
     /// A retired index directory could not be deleted yet; the next checkpoint tries again.
     stale_left: AtomicBool,
     rebuilds: AtomicU64,
-    /// Shared by writers from log submission until the change is published (or, outside
-    /// `group` mode, in sled) and by the applier while it writes to sled; exclusive for a
+    /// Shared by writers from log submission until the change is published (or, in `event`
+    /// mode and in memory, in sled) and by the applier while it writes to sled; exclusive for a
     /// checkpoint's rotation, which drains and applies inside it and thereby sees every
     /// logged record in sled.
     gate: RwLock<()>,
     /// One checkpoint at a time.
     checkpointing: Mutex<()>,
-    /// `group` mode's appends logged and not yet published, in log order.
+    /// The pipeline's (`group` and `none` mode) appends logged and not yet published, in log
+    /// order.
     pipe: Mutex<Pipe>,
     /// Wakes the flusher when the pipe gets its first append.
     pipe_cond: Condvar,
@@ -416,7 +419,8 @@ impl Inner {
     }
 
     /// Appends an event; with `wait`, returns once it is durable and visible, without (in
-    /// `group` mode) once it is logged, to become durable and visible at the next flush.
+    /// `group` and `none` mode, on a data dir) once it is logged, to become durable and
+    /// visible at the next flush.
     pub(crate) fn append(
         &self,
         task_id: &str,
@@ -1192,7 +1196,7 @@ impl Inner {
         Ok(())
     }
 
-    /// The flusher's loop (`group` mode): drains the pipe whenever it holds appends, so an
+    /// The flusher's loop (`group` and `none` mode): drains the pipe whenever it holds appends, so an
     /// append that did not wait becomes durable and visible at once, in batches that grow
     /// with the load; until stopped.
     pub(crate) fn run_flusher(&self) {
@@ -1278,7 +1282,7 @@ impl Inner {
         Ok(batch.len())
     }
 
-    /// The applier's loop (`group` mode): applies published appends to the index in batches
+    /// The applier's loop (`group` and `none` mode): applies published appends to the index in batches
     /// while there are any, off the path that makes them visible; until stopped (what is left
     /// then is applied by the close's checkpoint).
     pub(crate) fn run_applier(&self) {

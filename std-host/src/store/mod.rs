@@ -374,9 +374,9 @@ pub struct Store {
     config: StoreConfig,
     inner: Arc<engine::Inner>,
     checkpointer: Option<JoinHandle<()>>,
-    /// `group` mode's flusher: makes appends that did not wait durable and visible.
+    /// The flusher (`group` and `none` mode): makes appends that did not wait durable and visible.
     flusher: Option<JoinHandle<()>>,
-    /// `group` mode's applier: writes published appends to the index, off their path.
+    /// The applier (`group` and `none` mode): writes published appends to the index, off their path.
     applier: Option<JoinHandle<()>>,
     report: RecoveryReport,
     /// The data dir lock, held for the life of the store.
