@@ -8,7 +8,13 @@
 //! result once a terminal task is caught up (TS-03), or `events_gone` when retention dropped an
 //! event before this stream could deliver it (a slow reader is never silently skipped).
 //!
-//! The table stores no events and no bytes; it only tracks, per stream, the next seq to send.
+//! When the host cannot read an event the pump handed out (retention dropped it in between, or
+//! storage failed), it goes back to the table: [`StreamTable::missed`] decides how that stream
+//! ends, by the same rule as the pump. The host never decides `events_gone` itself.
+//!
+//! The table stores no events and no bytes; it tracks, per stream, the next seq to send and
+//! whatever the host needs to write that stream's frames (`M`, say the task id as sent and the
+//! era), so that no second per-stream map exists beside it to drift out of step.
 //! It does not decide where a stream starts: that is [`crate::resume::decide`].
 
 use core::fmt;
@@ -59,9 +65,10 @@ pub struct Progress {
     pub lifecycle: Lifecycle,
 }
 
-/// The next thing to write for some stream.
+/// The next thing to write for some stream. `M` is the stream's host data, handed back when the
+/// stream is removed.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Pump<T> {
+pub enum Pump<T, M = ()> {
     /// Send event `seq` of `task` as `notifications/tasks/event`; the stream's cursor has moved
     /// past it.
     Event {
@@ -77,6 +84,8 @@ pub enum Pump<T> {
         id: RequestId,
         /// Its task.
         task: T,
+        /// The stream's host data.
+        meta: M,
     },
     /// The next event this stream needs was dropped by retention before it could be delivered:
     /// the stream has been removed; answer request `id` with `events_gone` (RS-07).
@@ -87,29 +96,74 @@ pub enum Pump<T> {
         task: T,
         /// The oldest retained seq.
         earliest: Seq,
+        /// The stream's host data.
+        meta: M,
+    },
+}
+
+/// How a stream ends whose event could not be read ([`StreamTable::missed`]). The stream has
+/// been removed in every case: it cannot go on without a gap.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Missed<T, M = ()> {
+    /// Retention dropped the event after the pump handed it out: answer request `id` with
+    /// `events_gone` (RS-07), never skip it.
+    Gone {
+        /// The `tasks/stream` request to answer.
+        id: RequestId,
+        /// Its task.
+        task: T,
+        /// The oldest retained seq, past the missed one.
+        earliest: Seq,
+        /// The stream's host data.
+        meta: M,
+    },
+    /// The task no longer exists (expired): complete the stream, as the pump would
+    /// (MCP-DIGEST A-09).
+    Complete {
+        /// The `tasks/stream` request to answer.
+        id: RequestId,
+        /// Its task.
+        task: T,
+        /// The stream's host data.
+        meta: M,
+    },
+    /// The event is still retained but could not be read (a storage fault): answer an internal
+    /// error. Not `events_gone`: the event exists, and a client told it is gone would resume
+    /// from a seq that is not the oldest retained one.
+    Unreadable {
+        /// The `tasks/stream` request to answer.
+        id: RequestId,
+        /// Its task.
+        task: T,
+        /// The stream's host data.
+        meta: M,
     },
 }
 
 #[derive(Clone, Debug)]
-struct Entry<T> {
+struct Entry<T, M> {
     id: RequestId,
     task: T,
     /// The next seq to deliver.
     next: Seq,
+    /// The host's data for this stream.
+    meta: M,
 }
 
 /// The active streams of one connection: at most `N` (and at most the configured limit).
 ///
-/// `T` identifies a task (an index, a hash, a short id): anything `Copy + Eq`.
+/// `T` identifies a task (an index, a hash, a short id): anything `Copy + Eq`. `M` is what the
+/// host keeps per stream to write its frames (`()` when it needs nothing); the table owns it
+/// from [`open_with`](Self::open_with) until the stream is removed, and hands it back then.
 #[derive(Clone, Debug)]
-pub struct StreamTable<T, const N: usize> {
-    entries: heapless::Vec<Entry<T>, N>,
+pub struct StreamTable<T, const N: usize, M = ()> {
+    entries: heapless::Vec<Entry<T, M>, N>,
     limit: usize,
     /// Where the next [`poll`](Self::poll) starts, for round-robin fairness.
     turn: usize,
 }
 
-impl<T: Copy + Eq, const N: usize> StreamTable<T, N> {
+impl<T: Copy + Eq, const N: usize, M> StreamTable<T, N, M> {
     /// An empty table that admits at most `limit` active streams (clamped to `N`).
     #[must_use]
     pub const fn new(limit: usize) -> Self {
@@ -160,13 +214,19 @@ impl<T: Copy + Eq, const N: usize> StreamTable<T, N> {
         }
     }
 
-    /// Opens the stream of request `id` for `task`, starting as [`crate::resume::decide`] said.
-    /// A start with nothing to send completes at once, whatever the number of active streams;
-    /// any other needs a free slot.
+    /// Opens the stream of request `id` for `task`, starting as [`crate::resume::decide`] said,
+    /// with `meta` as its host data. A start with nothing to send completes at once, whatever
+    /// the number of active streams (and `meta` is dropped); any other needs a free slot.
     ///
     /// # Errors
     /// [`OpenError`]; nothing is added then.
-    pub fn open(&mut self, id: RequestId, task: T, start: Resume) -> Result<Opened, OpenError> {
+    pub fn open_with(
+        &mut self,
+        id: RequestId,
+        task: T,
+        start: Resume,
+        meta: M,
+    ) -> Result<Opened, OpenError> {
         self.check_open(task)?;
         if self.entries.iter().any(|e| e.id == id) {
             return Err(OpenError::DuplicateId);
@@ -178,9 +238,28 @@ impl<T: Copy + Eq, const N: usize> StreamTable<T, N> {
             return Err(OpenError::StreamLimit);
         }
         self.entries
-            .push(Entry { id, task, next })
+            .push(Entry {
+                id,
+                task,
+                next,
+                meta,
+            })
             .map_err(|_| OpenError::StreamLimit)?;
         Ok(Opened::Streaming)
+    }
+
+    /// The host data of `task`'s active stream.
+    #[must_use]
+    pub fn meta(&self, task: T) -> Option<&M> {
+        self.entries
+            .iter()
+            .find(|e| e.task == task)
+            .map(|e| &e.meta)
+    }
+
+    /// The request ids of the active streams, in table order.
+    pub fn ids(&self) -> impl Iterator<Item = &RequestId> {
+        self.entries.iter().map(|e| &e.id)
     }
 
     /// Cancels the stream of request `id` (TS-08): it is removed and nothing more is produced
@@ -189,6 +268,28 @@ impl<T: Copy + Eq, const N: usize> StreamTable<T, N> {
     pub fn cancel(&mut self, id: &RequestId) -> Option<T> {
         let i = self.entries.iter().position(|e| &e.id == id)?;
         Some(self.remove(i)?.task)
+    }
+
+    /// The host could not read event `seq` of `task`, which the pump handed out: retention
+    /// dropped it in between, or storage failed. The stream is removed, and the answer is
+    /// decided by the pump's rule against `now`, the task's progress read after the failed
+    /// read: `events_gone` if the event is below what is retained (RS-07), complete if the
+    /// task no longer exists, unreadable if the event is still retained. `None` if `task` has
+    /// no active stream.
+    #[must_use = "the stream was removed; its request is owed an answer"]
+    pub fn missed(&mut self, task: T, seq: Seq, now: Option<Progress>) -> Option<Missed<T, M>> {
+        let i = self.entries.iter().position(|e| e.task == task)?;
+        let Entry { id, meta, .. } = self.remove(i)?;
+        Some(match now {
+            None => Missed::Complete { id, task, meta },
+            Some(p) if seq < p.retained.earliest() => Missed::Gone {
+                id,
+                task,
+                earliest: p.retained.earliest(),
+                meta,
+            },
+            Some(_) => Missed::Unreadable { id, task, meta },
+        })
     }
 
     /// The next seq the stream of request `id` will deliver.
@@ -203,7 +304,7 @@ impl<T: Copy + Eq, const N: usize> StreamTable<T, N> {
     /// `progress(task)` reports a task's retained range and lifecycle now; `None` means the task
     /// no longer exists (expired), and its streams complete (MCP-DIGEST A-09).
     #[must_use = "a pump that is dropped loses the frame it moved the cursor past"]
-    pub fn poll(&mut self, mut progress: impl FnMut(T) -> Option<Progress>) -> Option<Pump<T>> {
+    pub fn poll(&mut self, mut progress: impl FnMut(T) -> Option<Progress>) -> Option<Pump<T, M>> {
         let n = self.entries.len();
         for k in 0..n {
             let i = (self.turn + k) % n;
@@ -211,15 +312,16 @@ impl<T: Copy + Eq, const N: usize> StreamTable<T, N> {
             let task = entry.task;
             let next = entry.next;
             let Some(p) = progress(task) else {
-                let id = self.remove(i)?.id;
-                return Some(Pump::Complete { id, task });
+                let Entry { id, meta, .. } = self.remove(i)?;
+                return Some(Pump::Complete { id, task, meta });
             };
             if next < p.retained.earliest() {
-                let id = self.remove(i)?.id;
+                let Entry { id, meta, .. } = self.remove(i)?;
                 return Some(Pump::Gone {
                     id,
                     task,
                     earliest: p.retained.earliest(),
+                    meta,
                 });
             }
             if next < p.retained.next() {
@@ -231,8 +333,8 @@ impl<T: Copy + Eq, const N: usize> StreamTable<T, N> {
                 return Some(Pump::Event { task, seq: next });
             }
             if p.lifecycle == Lifecycle::Terminal {
-                let id = self.remove(i)?.id;
-                return Some(Pump::Complete { id, task });
+                let Entry { id, meta, .. } = self.remove(i)?;
+                return Some(Pump::Complete { id, task, meta });
             }
         }
         None
@@ -241,7 +343,7 @@ impl<T: Copy + Eq, const N: usize> StreamTable<T, N> {
     /// Removes entry `i`, keeping the order of the others (the round-robin turn depends on it).
     /// By adjacent swaps rather than `Vec::remove`, whose overlapping move links the general
     /// `memmove`, 1.5 KiB of flash on a microcontroller; there are at most `N` entries.
-    fn remove(&mut self, i: usize) -> Option<Entry<T>> {
+    fn remove(&mut self, i: usize) -> Option<Entry<T, M>> {
         if i >= self.entries.len() {
             return None;
         }
@@ -256,6 +358,16 @@ impl<T: Copy + Eq, const N: usize> StreamTable<T, N> {
             self.turn = 0;
         }
         Some(e)
+    }
+}
+
+impl<T: Copy + Eq, const N: usize> StreamTable<T, N> {
+    /// [`open_with`](Self::open_with) for a table that keeps no host data.
+    ///
+    /// # Errors
+    /// [`OpenError`]; nothing is added then.
+    pub fn open(&mut self, id: RequestId, task: T, start: Resume) -> Result<Opened, OpenError> {
+        self.open_with(id, task, start, ())
     }
 }
 

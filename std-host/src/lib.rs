@@ -36,7 +36,7 @@
 //!
 //! | module | owns |
 //! | --- | --- |
-//! | [`client`] | a resumable event-stream client for any Rust MCP host (RS-08..RS-11, EG-02) |
+//! | [`client`] | a resumable event-stream client for any Rust MCP host (RS-08..RS-11, EG-02): the crate `taskstream-client`, which needs none of the server |
 //! | [`connect`] | `taskstream connect`: the stdio relay to a data dir's long-lived server |
 //! | [`config`] | the options of `taskstream serve` |
 //! | [`gateway`] | `taskstream gateway`: taskstream in front of any stdio MCP server |
@@ -48,7 +48,8 @@
 //! | [`tool`] | the public tool API: [`tool::Tool`], [`tool::TaskContext`], served by [`ServerBuilder`] |
 //! | `workloads` | `taskstream serve`'s own tools (`emit`, `run_trace`), on [`tool`] |
 
-pub mod client;
+/// The resumable event-stream client: the crate [`taskstream_client`], re-exported.
+pub use taskstream_client as client;
 pub mod clock;
 pub mod config;
 pub mod connect;

@@ -72,7 +72,11 @@ fn replay_then_live_then_complete_in_order() {
         drain(&mut t, progress(0, 7, true)),
         [
             Pump::Event { task: 0, seq: s(6) },
-            Pump::Complete { id: id(1), task: 0 }
+            Pump::Complete {
+                id: id(1),
+                task: 0,
+                meta: ()
+            }
         ]
     );
     // The stream stopped being active before its result was handed out.
@@ -108,7 +112,8 @@ fn a_slow_stream_overtaken_by_retention_gets_events_gone_not_a_gap() {
         Some(Pump::Gone {
             id: id(1),
             task: 0,
-            earliest: s(5)
+            earliest: s(5),
+            meta: ()
         })
     );
     assert!(t.is_empty());
@@ -118,7 +123,14 @@ fn a_slow_stream_overtaken_by_retention_gets_events_gone_not_a_gap() {
 fn a_vanished_task_completes_its_streams() {
     let mut t: StreamTable<u8, 4> = StreamTable::new(4);
     t.open(id(1), 0, Resume::Live { from: s(3) }).unwrap();
-    assert_eq!(drain(&mut t, None), [Pump::Complete { id: id(1), task: 0 }]);
+    assert_eq!(
+        drain(&mut t, None),
+        [Pump::Complete {
+            id: id(1),
+            task: 0,
+            meta: ()
+        }]
+    );
 }
 
 #[test]
@@ -151,7 +163,11 @@ fn open_after_decide_covers_every_start() {
         drain(&mut t, progress(0, 3, true)),
         [
             Pump::Event { task: 0, seq: s(2) },
-            Pump::Complete { id: id(2), task: 0 }
+            Pump::Complete {
+                id: id(2),
+                task: 0,
+                meta: ()
+            }
         ]
     );
 }
@@ -185,4 +201,92 @@ fn removing_a_stream_keeps_the_others_in_turn() {
     assert_eq!(t.cancel(&id(3)), None);
     assert_eq!(t.len(), 1);
     assert_eq!(t.cursor(&id(2)), Some(s(4)));
+}
+
+#[test]
+fn an_event_missed_after_the_pump_is_answered_by_the_table() {
+    // RS-07: retention dropped seq 3 between the pump handing it out and the host's read.
+    let mut t: StreamTable<u8, 4, &str> = StreamTable::new(4);
+    t.open_with(id(1), 0, Resume::Replay { from: s(3) }, "task-a")
+        .unwrap();
+    assert_eq!(
+        t.poll(|_| progress(0, 10, false)),
+        Some(Pump::Event { task: 0, seq: s(3) })
+    );
+    assert_eq!(
+        t.missed(0, s(3), progress(6, 10, false)),
+        Some(Missed::Gone {
+            id: id(1),
+            task: 0,
+            earliest: s(6),
+            meta: "task-a"
+        })
+    );
+    assert!(t.is_empty(), "the stream is removed, never left to skip");
+    assert_eq!(t.missed(0, s(3), progress(6, 10, false)), None);
+}
+
+#[test]
+fn a_missed_event_still_retained_is_unreadable_not_gone() {
+    // Storage failed to give back a retained event: not events_gone (the client would resume
+    // from a seq that is not the oldest retained).
+    let mut t: StreamTable<u8, 4, u32> = StreamTable::new(4);
+    t.open_with(id(1), 0, Resume::Replay { from: s(3) }, 7)
+        .unwrap();
+    t.open_with(id(2), 1, Resume::Replay { from: s(0) }, 8)
+        .unwrap();
+    assert_eq!(
+        t.missed(0, s(3), progress(3, 10, false)),
+        Some(Missed::Unreadable {
+            id: id(1),
+            task: 0,
+            meta: 7
+        })
+    );
+    // The other stream is untouched, and a vanished task completes.
+    assert_eq!(t.meta(1), Some(&8));
+    assert_eq!(
+        t.missed(1, s(0), None),
+        Some(Missed::Complete {
+            id: id(2),
+            task: 1,
+            meta: 8
+        })
+    );
+    assert!(t.is_empty());
+}
+
+#[test]
+fn host_data_travels_with_its_stream_and_comes_back_once() {
+    let mut t: StreamTable<u8, 4, &str> = StreamTable::new(4);
+    t.open_with(id(1), 0, Resume::Replay { from: s(0) }, "a")
+        .unwrap();
+    t.open_with(id(2), 1, Resume::Replay { from: s(0) }, "b")
+        .unwrap();
+    // An open that completes at once keeps nothing.
+    assert_eq!(
+        t.open_with(id(3), 2, Resume::Complete, "c"),
+        Ok(Opened::Complete)
+    );
+    assert_eq!(t.meta(2), None);
+    assert_eq!(t.ids().collect::<Vec<_>>(), [&id(1), &id(2)]);
+    assert_eq!(t.cancel(&id(1)), Some(0));
+    assert_eq!(t.meta(0), None);
+    assert_eq!(t.meta(1), Some(&"b"));
+    assert_eq!(
+        drain_with(&mut t, progress(0, 0, true)),
+        [Pump::Complete {
+            id: id(2),
+            task: 1,
+            meta: "b"
+        }]
+    );
+}
+
+fn drain_with<M>(t: &mut StreamTable<u8, 4, M>, p: Option<Progress>) -> Vec<Pump<u8, M>> {
+    let mut out = Vec::new();
+    while let Some(x) = t.poll(|_| p) {
+        out.push(x);
+    }
+    out
 }

@@ -1,6 +1,6 @@
 //! The model checker shared by the property test (`core/tests/model/main.rs`) and the fuzz
 //! target `model`: random sequences of append / expire / terminate / resume-with-random-cursor /
-//! cancel / pump against the core's ring, resume decision and stream table, checked against a
+//! cancel / pump (also with retention racing the host's read of a pumped event) against the core's ring, resume decision and stream table, checked against a
 //! plain `Vec` model that restates the SEP's rules over explicit sets.
 //!
 //! Requirement IDs checked here: EV-02, EV-03, EV-04 (order), RS-03..RS-07, EG-01, TS-03,
@@ -53,6 +53,9 @@ pub(crate) enum Op {
     Cancel { task: usize },
     /// Run the pump up to `steps` times.
     Pump { steps: usize },
+    /// Run the pump once, and let `ms` pass (expiring by age) before the host reads the event
+    /// it was handed: a read that then misses goes back to the table (`missed`).
+    RacedPump { ms: u64 },
 }
 
 /// Decodes a scenario from arbitrary bytes (for the fuzzer): the first byte picks the event
@@ -80,6 +83,9 @@ pub(crate) fn ops_from_bytes(data: &[u8]) -> (Vec<Op>, u32) {
                     after: (arg & 0x80 != 0).then_some(u64::from(arg & 0x7f) % 40),
                 },
                 11 => Op::Cancel { task },
+                12 => Op::RacedPump {
+                    ms: u64::from(arg % 80),
+                },
                 _ => Op::Pump {
                     steps: usize::from(arg) % 12,
                 },
@@ -120,6 +126,82 @@ fn progress(rings: &[Ring], model: &[ModelTask], task: usize) -> Option<Progress
             Lifecycle::Running
         },
     })
+}
+
+/// Expires every ring by age at `now`, in the core and in the model, and checks they agree.
+fn advance(
+    rings: &mut [Ring],
+    model: &mut [ModelTask],
+    now: u64,
+    policy: &RetentionPolicy,
+) -> Result<(), String> {
+    for (ring, m) in rings.iter_mut().zip(model) {
+        let report = ring.expire(Millis(now), policy);
+        let before = m.earliest;
+        while m.earliest < m.next() && now - m.all[m.earliest as usize].2 > 50 {
+            m.earliest += 1;
+        }
+        ensure_eq!(
+            report.map(|e| (e.count, e.earliest.get())),
+            (m.earliest > before).then(|| (m.earliest - before, m.earliest)),
+            "the expiry report"
+        );
+        ensure_eq!(
+            ring.retained().earliest().get(),
+            m.earliest,
+            "expiry by age"
+        );
+    }
+    Ok(())
+}
+
+/// Checks one answer of the pump against the model and moves the model's stream on; whether
+/// the pump had something to say (`false`: every stream is idle).
+fn check_step(
+    out: Option<Pump<usize>>,
+    rings: &[Ring],
+    model: &[ModelTask],
+    streams: &mut ModelStreams,
+) -> Result<bool, String> {
+    match out {
+        None => {
+            // Every open stream is caught up on a running task.
+            for (task, s) in streams.iter().enumerate() {
+                if let Some((_, next)) = s {
+                    ensure_eq!(*next, model[task].next(), "idle while events wait");
+                    ensure!(!model[task].terminal, "TS-03: terminal stream left open");
+                }
+            }
+            return Ok(false);
+        }
+        Some(Pump::Event { task, seq }) => {
+            let Some((_, next)) = streams[task].as_mut() else {
+                return Err(String::from("DX-04: event for a cancelled stream"));
+            };
+            ensure_eq!(seq.get(), *next, "EV-04/RS-07: no skip, no reorder");
+            let e = rings[task].get(seq).unwrap();
+            ensure_eq!(e.payload, model[task].all[seq.get() as usize].1.as_bytes());
+            *next += 1;
+        }
+        Some(Pump::Complete { id, task, .. }) => {
+            let Some((mid, next)) = streams[task].take() else {
+                return Err(String::from("completion for a closed stream"));
+            };
+            ensure_eq!(id, RequestId::Number(mid));
+            ensure!(model[task].terminal && next == model[task].next(), "TS-03");
+        }
+        Some(Pump::Gone {
+            id, task, earliest, ..
+        }) => {
+            let Some((mid, next)) = streams[task].take() else {
+                return Err(String::from("events_gone for a closed stream"));
+            };
+            ensure_eq!(id, RequestId::Number(mid));
+            ensure!(next < model[task].earliest, "RS-07: gone only when dropped");
+            ensure_eq!(earliest.get(), model[task].earliest);
+        }
+    }
+    Ok(true)
 }
 
 /// Runs `ops` against the core and the model; `Err` names the first divergence.
@@ -183,23 +265,7 @@ pub(crate) fn run(ops: &[Op], max_events: u32) -> Result<(), String> {
             }
             Op::Advance { ms } => {
                 now += ms;
-                for (ring, m) in rings.iter_mut().zip(&mut model) {
-                    let report = ring.expire(Millis(now), &policy);
-                    let before = m.earliest;
-                    while m.earliest < m.next() && now - m.all[m.earliest as usize].2 > 50 {
-                        m.earliest += 1;
-                    }
-                    ensure_eq!(
-                        report.map(|e| (e.count, e.earliest.get())),
-                        (m.earliest > before).then(|| (m.earliest - before, m.earliest)),
-                        "the expiry report"
-                    );
-                    ensure_eq!(
-                        ring.retained().earliest().get(),
-                        m.earliest,
-                        "expiry by age"
-                    );
-                }
+                advance(&mut rings, &mut model, now, &policy)?;
             }
             Op::Terminate { task } => model[task].terminal = true,
             Op::Open { task, after } => {
@@ -274,46 +340,51 @@ pub(crate) fn run(ops: &[Op], max_events: u32) -> Result<(), String> {
             Op::Pump { steps } => {
                 for _ in 0..steps {
                     let out = table.poll(|t| progress(&rings, &model, t));
-                    match out {
-                        None => {
-                            // Every open stream is caught up on a running task.
-                            for (task, s) in streams.iter().enumerate() {
-                                if let Some((_, next)) = s {
-                                    ensure_eq!(*next, model[task].next(), "idle while events wait");
-                                    ensure!(
-                                        !model[task].terminal,
-                                        "TS-03: terminal stream left open"
-                                    );
-                                }
-                            }
-                            break;
-                        }
-                        Some(Pump::Event { task, seq }) => {
-                            let Some((_, next)) = streams[task].as_mut() else {
-                                return Err(String::from("DX-04: event for a cancelled stream"));
-                            };
-                            ensure_eq!(seq.get(), *next, "EV-04/RS-07: no skip, no reorder");
-                            let e = rings[task].get(seq).unwrap();
-                            ensure_eq!(e.payload, model[task].all[seq.get() as usize].1.as_bytes());
-                            *next += 1;
-                        }
-                        Some(Pump::Complete { id, task }) => {
-                            let Some((mid, next)) = streams[task].take() else {
-                                return Err(String::from("completion for a closed stream"));
-                            };
-                            ensure_eq!(id, RequestId::Number(mid));
-                            ensure!(model[task].terminal && next == model[task].next(), "TS-03");
-                        }
-                        Some(Pump::Gone { id, task, earliest }) => {
-                            let Some((mid, next)) = streams[task].take() else {
-                                return Err(String::from("events_gone for a closed stream"));
-                            };
-                            ensure_eq!(id, RequestId::Number(mid));
-                            ensure!(next < model[task].earliest, "RS-07: gone only when dropped");
-                            ensure_eq!(earliest.get(), model[task].earliest);
-                        }
+                    if !check_step(out, &rings, &model, &mut streams)? {
+                        break;
                     }
                 }
+            }
+            Op::RacedPump { ms } => {
+                let (task, seq) = match table.poll(|t| progress(&rings, &model, t)) {
+                    Some(Pump::Event { task, seq }) => (task, seq),
+                    // Anything but an event is checked as any pump's answer.
+                    other => {
+                        check_step(other, &rings, &model, &mut streams)?;
+                        continue;
+                    }
+                };
+                let Some((mid, next)) = streams[task] else {
+                    return Err(String::from("DX-04: event for a cancelled stream"));
+                };
+                ensure_eq!(seq.get(), next, "EV-04/RS-07: no skip, no reorder");
+                now += ms;
+                advance(&mut rings, &mut model, now, &policy)?;
+                if let Some(e) = rings[task].get(seq) {
+                    ensure_eq!(e.payload, model[task].all[seq.get() as usize].1.as_bytes());
+                    if let Some(s) = streams[task].as_mut() {
+                        s.1 += 1;
+                    }
+                    continue;
+                }
+                // The read missed: the table decides, against the progress read now.
+                let answer = table.missed(task, seq, progress(&rings, &model, task));
+                streams[task] = None;
+                ensure!(
+                    seq.get() < model[task].earliest,
+                    "a miss of a retained event"
+                );
+                ensure_eq!(
+                    answer,
+                    Some(taskstream_core::streams::Missed::Gone {
+                        id: RequestId::Number(mid),
+                        task,
+                        earliest: Seq::new(model[task].earliest).unwrap(),
+                        meta: ()
+                    }),
+                    "RS-07: a missed event is events_gone at the oldest retained"
+                );
+                ensure!(!table.is_streaming(task), "the missed stream is removed");
             }
         }
     }

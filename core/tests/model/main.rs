@@ -14,6 +14,7 @@ fn op() -> impl Strategy<Value = Op> {
             .prop_map(|(task, after)| Op::Open { task, after }),
         1 => (0..TASKS).prop_map(|task| Op::Cancel { task }),
         3 => (0usize..12).prop_map(|steps| Op::Pump { steps }),
+        1 => (0u64..80).prop_map(|ms| Op::RacedPump { ms }),
     ]
 }
 

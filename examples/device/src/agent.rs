@@ -29,7 +29,7 @@ use taskstream_core::rpc::{
     self, Era, ErrorCode, EventNotification, Message, Notification, Request, RpcError,
     MAX_METHOD_BYTES,
 };
-use taskstream_core::streams::{OpenError, Opened, Progress, Pump};
+use taskstream_core::streams::{Missed, OpenError, Opened, Progress, Pump};
 use taskstream_core::{
     json, EventRing, EventType, Millis, Payload, RequestId, RetentionPolicy, Seq, StreamTable,
 };
@@ -633,6 +633,35 @@ impl Agent {
                         continue;
                     };
                     let Some(ev) = task.ring.get(seq) else {
+                        // Not reachable while nothing changes the ring between the pump and
+                        // this read; if it were, the table answers, never a skip (RS-07).
+                        let now = Some(Progress {
+                            retained: task.ring.retained(),
+                            lifecycle: task.lifecycle(),
+                        });
+                        let Some(end) = self.streams.missed((slot, task.generation), seq, now)
+                        else {
+                            continue;
+                        };
+                        let written = match end {
+                            Missed::Gone { id, earliest, .. } => rpc::write_error(
+                                Some(&id),
+                                &RpcError::events_gone(task.id(), earliest),
+                                self.out.buf_mut(),
+                            ),
+                            Missed::Complete { id, .. } => {
+                                rpc::write_stream_result(&id, era, self.out.buf_mut())
+                            }
+                            Missed::Unreadable { id, .. } => rpc::write_error(
+                                Some(&id),
+                                &RpcError::new(ErrorCode::InternalError),
+                                self.out.buf_mut(),
+                            ),
+                        };
+                        if let Ok(n) = written {
+                            self.out.set_len(n);
+                            send(&self.out);
+                        }
                         continue;
                     };
                     let note = EventNotification {
@@ -648,6 +677,7 @@ impl Agent {
                     id,
                     task: (slot, _),
                     earliest,
+                    ..
                 } => {
                     let task_id = tasks.get(usize::from(slot)).map_or("", Task::id);
                     let e = RpcError::events_gone(task_id, earliest);

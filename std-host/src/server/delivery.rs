@@ -5,7 +5,9 @@
 //! ([`StreamTable::poll`](taskstream_core::StreamTable::poll)) in bounded batches, reading
 //! each event from the store, never from a per-client queue: a slow reader only slows this
 //! thread (stdout blocks), never a task, and memory does not grow with the backlog. A stream
-//! that falls behind retention is answered `events_gone` by the core's rule (RS-07).
+//! that falls behind retention is answered `events_gone` by the core's rule (RS-07), and so is
+//! one whose event was dropped between the pump and the read: the read goes back to the table
+//! ([`StreamTable::missed`](taskstream_core::StreamTable::missed)), which answers.
 //!
 //! Within a batch each task's progress (retained range, lifecycle) is read once and cached,
 //! and each stream's next events come from one range read, without copying them out of
@@ -17,10 +19,11 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
-use taskstream_core::streams::{Progress, Pump};
+use taskstream_core::streams::{Missed, Progress, Pump};
 
-use crate::store::RawEvent;
+use crate::store::{RawEvent, TaskStore};
 
+use super::stream::missed_line;
 use super::tasks::{self, final_answer, lifecycle, task_json, Codec};
 use super::wire::{self, ServerError};
 use super::Shared;
@@ -52,7 +55,7 @@ fn storage_failed(shared: &Shared) {
     {
         let mut streams = shared.streams();
         let mut out = shared.out.batch();
-        let ids: Vec<_> = streams.meta.values().map(|m| m.id.clone()).collect();
+        let ids: Vec<_> = streams.table.ids().cloned().collect();
         let e = ServerError::Internal(STORAGE_FAILED.into());
         for id in ids {
             streams.cancel(&id);
@@ -99,6 +102,7 @@ fn pump(shared: &Shared, buf: &mut Vec<u8>) -> bool {
     if streams.table.is_empty() {
         return false;
     }
+    let streams = &mut *streams;
     let mut cache: HashMap<u128, Option<Progress>> = HashMap::new();
     // Events read ahead per stream: the pump hands out one frame at a time, round robin, but
     // a range read of the next few costs little more than reading one.
@@ -108,24 +112,15 @@ fn pump(shared: &Shared, buf: &mut Vec<u8>) -> bool {
     let mut written = 0;
     while written < BATCH {
         let step = streams.table.poll(|task| {
-            *cache.entry(task).or_insert_with(|| {
-                match shared.store.lookup(&tasks::format_task_id(task)) {
-                    Ok(view) => view.map(|v| Progress {
-                        retained: v.retained,
-                        lifecycle: lifecycle(&v),
-                    }),
-                    // Storage cannot be read now (a shared store's database is away): the
-                    // stream waits, as if nothing new had come, and is polled again; it is
-                    // never told the task is gone.
-                    Err(_) => Some(tasks::UNREADABLE),
-                }
-            })
+            *cache
+                .entry(task)
+                .or_insert_with(|| progress_now(&*shared.store, &tasks::format_task_id(task)))
         });
         let Some(step) = step else { break };
         written += 1;
         match step {
             Pump::Event { task, seq } => {
-                let Some(meta) = streams.meta.get(&task) else {
+                let Some(meta) = streams.table.meta(task) else {
                     continue;
                 };
                 let queue = ahead.entry(task).or_default();
@@ -140,16 +135,7 @@ fn pump(shared: &Shared, buf: &mut Vec<u8>) -> bool {
                         .store
                         .read_raw_from(&meta.task_id, seq, want, &mut |e| queue.push_back(e));
                     if let Err(e) = read {
-                        // Not `events_gone`: the event is retained, and a client told so
-                        // would retry forever. An internal error, saying nothing of the host.
                         log!(Error, "reading events of task {}: {e}", meta.task_id);
-                        if queue.front().is_none_or(|e| e.seq() != seq) {
-                            let id = meta.id.clone();
-                            streams.cancel(&id);
-                            let e = ServerError::Internal(READ_FAILED.into());
-                            out.line(&e.line(Some(&id)));
-                            continue;
-                        }
                     }
                 }
                 if let Some(ev) = queue.pop_front().filter(|e| e.seq() == seq) {
@@ -162,40 +148,50 @@ fn pump(shared: &Shared, buf: &mut Vec<u8>) -> bool {
                     ));
                     continue;
                 }
-                // Retention dropped the event between the snapshot and the read: the stream
-                // cannot stay gap-free, so it ends with events_gone (RS-07), never a skip.
-                let id = meta.id.clone();
-                let task_id = meta.task_id.clone();
-                streams.cancel(&id);
-                let earliest = shared
-                    .store
-                    .task(&task_id)
-                    .map_or(seq, |v| v.retained.earliest().max(seq));
-                out.line(&ServerError::EventsGone { task_id, earliest }.line(Some(&id)));
+                // The read missed it (retention dropped it since the snapshot, or storage
+                // failed): the table says how the stream ends, never with a skip (RS-07).
+                let now = progress_now(&*shared.store, &meta.task_id);
+                if let Some(end) = streams.table.missed(task, seq, now) {
+                    let (Missed::Gone { meta, .. }
+                    | Missed::Complete { meta, .. }
+                    | Missed::Unreadable { meta, .. }) = &end;
+                    out.line(&missed_line(&end, &meta.task_id, meta.era));
+                }
             }
-            Pump::Complete { id, task } => {
+            Pump::Complete { id, meta, .. } => {
                 // Already removed from the table: a client that reopens now is admitted.
-                if let Some(meta) = streams.meta.remove(&task) {
-                    out.line(&wire::stream_result_line(&id, meta.era));
-                }
+                out.line(&wire::stream_result_line(&id, meta.era));
             }
-            Pump::Gone { id, task, earliest } => {
-                if let Some(meta) = streams.meta.remove(&task) {
-                    log!(
-                        Debug,
-                        "stream {id} of task {} fell behind retention",
-                        meta.task_id
-                    );
-                    let e = ServerError::EventsGone {
-                        task_id: meta.task_id,
-                        earliest,
-                    };
-                    out.line(&e.line(Some(&id)));
-                }
+            Pump::Gone {
+                id, earliest, meta, ..
+            } => {
+                log!(
+                    Debug,
+                    "stream {id} of task {} fell behind retention",
+                    meta.task_id
+                );
+                let e = ServerError::EventsGone {
+                    task_id: meta.task_id,
+                    earliest,
+                };
+                out.line(&e.line(Some(&id)));
             }
         }
     }
     written == BATCH
+}
+
+/// A task's progress as the pump needs it, read now. Storage that cannot be read now (a shared
+/// store's database is away) reads as nothing new: the stream waits and is polled again, and
+/// is never told the task is gone.
+pub(crate) fn progress_now(store: &dyn TaskStore, task_id: &str) -> Option<Progress> {
+    match store.lookup(task_id) {
+        Ok(view) => view.map(|v| Progress {
+            retained: v.retained,
+            lifecycle: lifecycle(&v),
+        }),
+        Err(_) => Some(tasks::UNREADABLE),
+    }
 }
 
 /// Sends what tasks that ended since the last round owe: `notifications/tasks/status` in a

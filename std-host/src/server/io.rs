@@ -74,6 +74,9 @@ pub(crate) fn read_lines<R: Read>(
     }
 }
 
+/// The write buffer of a stdio or socket connection.
+const WRITE_BUFFER: usize = 64 * 1024;
+
 /// The one writer of stdout. Every message is one line; a [`Batch`] holds the lock for several
 /// lines and flushes once when dropped.
 pub(crate) struct Output {
@@ -82,10 +85,22 @@ pub(crate) struct Output {
 }
 
 impl Output {
-    /// Wraps the transport's write end.
+    /// Wraps the transport's write end, buffered: lines are batched into few `write`s (a
+    /// pipe or a socket).
     pub(crate) fn new(w: Box<dyn Write + Send>) -> Self {
+        Self::with_buffer(w, WRITE_BUFFER)
+    }
+
+    /// Wraps a write end that buffers by itself (an HTTP connection's router, which cuts the
+    /// bytes into lines): no buffer of its own, so a connection that lives as long as one
+    /// HTTP stream does not hold [`WRITE_BUFFER`] bytes for its whole life.
+    pub(crate) fn unbuffered(w: Box<dyn Write + Send>) -> Self {
+        Self::with_buffer(w, 0)
+    }
+
+    fn with_buffer(w: Box<dyn Write + Send>, capacity: usize) -> Self {
         Self {
-            inner: Mutex::new(BufWriter::with_capacity(64 * 1024, w)),
+            inner: Mutex::new(BufWriter::with_capacity(capacity, w)),
             broken: AtomicBool::new(false),
         }
     }

@@ -126,7 +126,7 @@ impl Shared {
     pub(crate) fn new(
         process: &Arc<Process>,
         principal: &str,
-        output: Box<dyn Write + Send>,
+        output: io::Output,
         failures: Option<Arc<Mutex<guard::FailedLookups>>>,
         threaded: bool,
         max_streams: usize,
@@ -144,7 +144,7 @@ impl Shared {
             store: Arc::clone(&process.store),
             server_info: process.server_info.clone(),
             config,
-            out: io::Output::new(output),
+            out: output,
             plain: plain::InFlight::default(),
             pending: Mutex::new(tasks::Pending::default()),
             legacy: AtomicBool::new(false),
@@ -365,7 +365,7 @@ impl Connection {
         let shared = Arc::new(Shared::new(
             process,
             principal,
-            output,
+            io::Output::new(output),
             None,
             true,
             process.config.max_streams,

@@ -7,15 +7,16 @@
 //! start by [`resume::decide`] (RS-03..RS-07, EG-01, A-01), and the per-connection state by the
 //! table. This file only looks the task up (principal-checked, SE-01 / SE-03) and writes.
 //!
-//! **Architecture invariant**: the table, the map of stream metadata and every write of a
-//! stream frame happen under one lock ([`Streams`]), so after `notifications/cancelled` is
+//! **Architecture invariant**: the table (which carries each stream's metadata, so no second
+//! map can drift from it) and every write of a stream frame happen under one lock
+//! ([`Streams`]), so after `notifications/cancelled` is
 //! handled no frame of that stream is written (DX-04), and a stream is removed from the table
 //! before its final result is written (a client that reopens on reading it is never refused).
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 
 use taskstream_core::rpc;
-use taskstream_core::streams::{OpenError, Opened, Progress, Pump};
+use taskstream_core::streams::{Missed, OpenError, Opened, Progress, Pump};
 use taskstream_core::{resume, RequestId, Seq, StreamTable};
 
 use super::lifecycle::Era;
@@ -30,15 +31,19 @@ use crate::store::{RawEvent, TaskStore};
 /// opens a stream (most HTTP requests) costs no table.
 pub(crate) struct LazyTable {
     limit: usize,
-    table: Option<Box<StreamTable<u128, MAX_STREAMS_CAPACITY>>>,
+    table: Option<Box<ConnTable>>,
 }
+
+/// The core's table as a connection holds it: keyed by task id as a `u128`, with each stream's
+/// [`StreamMeta`].
+pub(crate) type ConnTable = StreamTable<u128, MAX_STREAMS_CAPACITY, StreamMeta>;
 
 /// What an unallocated table reads as: empty, so every check on it passes as on any empty
 /// table with a limit of at least one.
-static EMPTY: StreamTable<u128, MAX_STREAMS_CAPACITY> = StreamTable::new(MAX_STREAMS_CAPACITY);
+static EMPTY: ConnTable = StreamTable::new(MAX_STREAMS_CAPACITY);
 
 impl std::ops::Deref for LazyTable {
-    type Target = StreamTable<u128, MAX_STREAMS_CAPACITY>;
+    type Target = ConnTable;
     fn deref(&self) -> &Self::Target {
         self.table.as_deref().unwrap_or(&EMPTY)
     }
@@ -54,16 +59,13 @@ impl std::ops::DerefMut for LazyTable {
 
 /// The active streams of the connection.
 pub(crate) struct Streams {
-    /// The core's table, keyed by task id as a `u128`.
+    /// The core's table, keyed by task id as a `u128`, carrying each stream's metadata.
     pub(crate) table: LazyTable,
-    /// What the host needs to write each stream's frames.
-    pub(crate) meta: HashMap<u128, StreamMeta>,
 }
 
-/// Per-stream facts the table does not keep.
+/// What the host needs to write a stream's frames; the table keeps it with the stream.
+#[derive(Debug)]
 pub(crate) struct StreamMeta {
-    /// The `tasks/stream` request.
-    pub(crate) id: RequestId,
     /// Its era, for the shape of the final result (DX-01).
     pub(crate) era: rpc::Era,
     /// The task id as sent.
@@ -78,23 +80,18 @@ impl Streams {
                 limit: limit.max(1),
                 table: None,
             },
-            meta: HashMap::new(),
         }
     }
 
     /// Cancels the stream of request `id` (TS-08): no further frame, no response (DX-04). The
     /// task is untouched. Returns its task, if there was one.
     pub(crate) fn cancel(&mut self, id: &RequestId) -> Option<u128> {
-        let task = self.table.table.as_mut()?.cancel(id)?;
-        self.meta.remove(&task);
-        Some(task)
+        self.table.table.as_mut()?.cancel(id)
     }
-}
 
-impl Streams {
     /// Whether an active stream was opened by request `id`.
     pub(crate) fn uses_id(&self, id: &RequestId) -> bool {
-        self.meta.values().any(|m| &m.id == id)
+        self.table.cursor(id).is_some()
     }
 }
 
@@ -131,9 +128,13 @@ impl Shared {
             Codec::Legacy => rpc::Era::Legacy,
             Codec::Modern => rpc::Era::Modern,
         };
+        let meta = StreamMeta {
+            era,
+            task_id: task_id.to_owned(),
+        };
         match streams
             .table
-            .open(id.clone(), key, start)
+            .open_with(id.clone(), key, start, meta)
             .map_err(open_error)?
         {
             Opened::Complete => {
@@ -141,14 +142,6 @@ impl Shared {
                 self.out.send(&wire::stream_result_line(id, era));
             }
             Opened::Streaming => {
-                streams.meta.insert(
-                    key,
-                    StreamMeta {
-                        id: id.clone(),
-                        era,
-                        task_id: task_id.to_owned(),
-                    },
-                );
                 drop(streams);
                 // Wake the delivery thread for the replay.
                 self.store.changes().notify();
@@ -224,13 +217,6 @@ impl Detached {
                             .read_raw_from(&self.task_id, seq, want, &mut |e| ahead.push_back(e))
                         {
                             log!(Error, "reading events of task {}: {e}", self.task_id);
-                            if ahead.front().is_none_or(|e| e.seq() != seq) {
-                                // Not `events_gone`: the event is retained (as on stdio).
-                                self.table.cancel(&self.id);
-                                let e = ServerError::Internal(super::delivery::READ_FAILED.into());
-                                frames.push(Frame::End(e.line(Some(&self.id))));
-                                break;
-                            }
                         }
                     }
                     if let Some(ev) = ahead.pop_front().filter(|e| e.seq() == seq) {
@@ -245,17 +231,12 @@ impl Detached {
                         frames.push(Frame::Event { seq, line });
                         continue;
                     }
-                    // Retention dropped it between the snapshot and the read: events_gone
-                    // (RS-07), never a skip.
-                    self.table.cancel(&self.id);
-                    let earliest = store
-                        .task(&self.task_id)
-                        .map_or(seq, |v| v.retained.earliest().max(seq));
-                    let e = ServerError::EventsGone {
-                        task_id: self.task_id.clone(),
-                        earliest,
-                    };
-                    frames.push(Frame::End(e.line(Some(&self.id))));
+                    // The read missed it (retention dropped it since the snapshot, or storage
+                    // failed): the table says how the stream ends, never with a skip.
+                    let now = super::delivery::progress_now(store, &self.task_id);
+                    if let Some(end) = self.table.missed(self.key, seq, now) {
+                        frames.push(Frame::End(missed_line(&end, &self.task_id, self.era)));
+                    }
                     break;
                 }
                 Pump::Complete { id, .. } => {
@@ -316,9 +297,15 @@ impl Shared {
                 Opened::Complete => Ok(DetachedStart::Complete(wire::stream_result_line(id, era))),
                 Opened::Streaming => {
                     if held {
+                        // Held in the connection's table for admission only: no delivery
+                        // thread pumps it (an HTTP session has none); the detached stream does.
+                        let meta = StreamMeta {
+                            era,
+                            task_id: task_id.to_owned(),
+                        };
                         streams
                             .table
-                            .open(id.clone(), key, start)
+                            .open_with(id.clone(), key, start, meta)
                             .map_err(open_error)?;
                     }
                     Ok(DetachedStart::Streaming(Box::new(Detached {
@@ -345,6 +332,23 @@ impl Shared {
     pub(crate) fn release_detached(&self, id: &RequestId) {
         if let Some(table) = self.streams().table.table.as_mut() {
             table.cancel(id);
+        }
+    }
+}
+
+/// The last line of a stream whose event could not be read, as the table decided
+/// ([`StreamTable::missed`]): `events_gone` (RS-07), the empty result of a task that expired
+/// in between, or an internal error for a retained event storage could not give back.
+pub(crate) fn missed_line<T, M>(end: &Missed<T, M>, task_id: &str, era: rpc::Era) -> Vec<u8> {
+    match end {
+        Missed::Gone { id, earliest, .. } => ServerError::EventsGone {
+            task_id: task_id.to_owned(),
+            earliest: *earliest,
+        }
+        .line(Some(id)),
+        Missed::Complete { id, .. } => wire::stream_result_line(id, era),
+        Missed::Unreadable { id, .. } => {
+            ServerError::Internal(super::delivery::READ_FAILED.into()).line(Some(id))
         }
     }
 }

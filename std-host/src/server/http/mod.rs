@@ -495,7 +495,7 @@ impl Server {
                 let shared = Arc::new(Shared::new(
                     &self.process,
                     &principal,
-                    Box::new(router.writer()),
+                    super::io::Output::unbuffered(Box::new(router.writer())),
                     Some(failures),
                     false,
                     1,
@@ -562,7 +562,7 @@ impl Server {
         let shared = Arc::new(Shared::new(
             &self.process,
             &principal,
-            Box::new(router.writer()),
+            super::io::Output::unbuffered(Box::new(router.writer())),
             Some(self.process.failures_of(&principal)),
             false,
             self.process.config.max_streams,

@@ -14,8 +14,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use serde_json::{json, Value};
 
-use crate::client::error::CursorError;
-use crate::client::types::{seq_of, MAX_SEQ};
+use crate::error::CursorError;
+use crate::types::{seq_of, MAX_SEQ};
 
 /// Where a client persists, per task, the last fully processed seq.
 pub trait CursorStore {

@@ -8,11 +8,11 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Map, Value};
 
-use crate::client::conn::{self, Connection, Inbound};
-use crate::client::error::{ClientError, Violation};
-use crate::client::http::{self, HttpLink};
-use crate::client::stream::EventStream;
-use crate::client::types::{
+use crate::conn::{self, Connection, Inbound};
+use crate::error::{ClientError, Violation};
+use crate::http::{self, HttpLink};
+use crate::stream::EventStream;
+use crate::types::{
     CallOutcome, Era, EraChoice, ServerInfo, TaskInfo, ToolInfo, LEGACY_PROTOCOL_VERSION,
     MODERN_PROTOCOL_VERSION, TASKS_EXTENSION,
 };
@@ -23,7 +23,7 @@ pub struct ClientOptions {
     /// How to pick the era.
     pub era: EraChoice,
     /// The deadline of every request (not of streams; see
-    /// [`StreamOptions`](crate::client::StreamOptions)).
+    /// [`StreamOptions`](crate::StreamOptions)).
     pub request_timeout: Duration,
     /// The deadline of the `server/discover` probe under [`EraChoice::Probe`]; after it the
     /// client falls back to `initialize`.
@@ -57,7 +57,7 @@ impl Default for ClientOptions {
 ///
 /// ```no_run
 /// use std::process::Command;
-/// use taskstream::client::{Client, ClientOptions};
+/// use taskstream_client::{Client, ClientOptions};
 ///
 /// let mut cmd = Command::new("taskstream");
 /// cmd.args(["serve", "--in-memory"]);
@@ -524,7 +524,7 @@ impl Client {
                 if let Some(error) = task.error {
                     return Err(ClientError::Rpc {
                         method: "tasks/get".into(),
-                        error: crate::client::error::RpcError::from_value(&error),
+                        error: crate::error::RpcError::from_value(&error),
                     });
                 }
                 return task.result.ok_or_else(|| {
@@ -554,7 +554,7 @@ impl Client {
 
     /// Opens `tasks/stream` for `task_id`: with `after`, the server sends events with a higher
     /// seq; without, from the earliest retained one. This is the raw stream: no cursor, no
-    /// de-duplication; see [`ResumableStream`](crate::client::ResumableStream) for those.
+    /// de-duplication; see [`ResumableStream`](crate::ResumableStream) for those.
     ///
     /// # Errors
     ///

@@ -13,7 +13,7 @@
 //!
 //! ```no_run
 //! use std::process::Command;
-//! use taskstream::client::{
+//! use taskstream_client::{
 //!     Client, ClientOptions, FileCursorStore, Flow, FollowEnd, ResumableStream, StreamOptions,
 //! };
 //!
@@ -38,8 +38,8 @@
 //! list. A stream's events and its final response share one channel, so nothing the server
 //! sent before the result is lost behind it.
 //!
-//! **Architecture Invariant**: this module does not depend on `taskstream-core` or on the
-//! server modules; it carries its own wire handling on `serde_json`, so a bug in the server's
+//! **Architecture Invariant**: this crate does not depend on `taskstream-core` or on the
+//! server; it carries its own wire handling on `serde_json`, so a bug in the server's
 //! core cannot hide itself by agreeing with itself in the client.
 //!
 //! Payloads are untrusted data (SE-05): the client never interprets them beyond JSON.

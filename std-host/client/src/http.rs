@@ -1,4 +1,4 @@
-//! The Streamable HTTP transport of [`Client::connect_http`](crate::client::Client::connect_http),
+//! The Streamable HTTP transport of [`Client::connect_http`](crate::Client::connect_http),
 //! 2026-07-28 era: every JSON-RPC message is one stateless `POST` (one TCP connection,
 //! `Connection: close`), with the `Mcp-Method` header and `Mcp-Name` (the tool name of
 //! `tools/call`, the `taskId` of `tasks/*`). A response is a JSON body or a `text/event-stream`
@@ -35,7 +35,7 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use crate::client::error::ClientError;
+use crate::error::ClientError;
 
 /// The longest response head (status line and headers) read.
 const MAX_HEAD_BYTES: usize = 64 * 1024;

@@ -84,10 +84,7 @@ impl RpcError {
         let Some(task_id) = data.get("taskId").and_then(Value::as_str) else {
             return bad("no string data.taskId");
         };
-        let Some(earliest_seq) = data
-            .get("earliestSeq")
-            .and_then(crate::client::types::seq_of)
-        else {
+        let Some(earliest_seq) = data.get("earliestSeq").and_then(crate::types::seq_of) else {
             return bad("no valid data.earliestSeq");
         };
         Some(Ok(EventsGone {
@@ -217,7 +214,7 @@ impl ClientError {
     }
 }
 
-/// An error of a [`CursorStore`](crate::client::CursorStore).
+/// An error of a [`CursorStore`](crate::CursorStore).
 #[derive(Debug, thiserror::Error)]
 pub enum CursorError {
     #[error("cursor store I/O error: {0}")]
@@ -246,7 +243,7 @@ pub enum CursorError {
     },
 }
 
-/// Why [`ResumableStream::follow`](crate::client::ResumableStream::follow) stopped with an
+/// Why [`ResumableStream::follow`](crate::ResumableStream::follow) stopped with an
 /// error. In every case the persisted cursor is the last event the handler finished, so the
 /// caller can reconnect and follow again.
 #[derive(Debug, thiserror::Error)]
@@ -284,13 +281,13 @@ pub enum FollowError<E> {
     Violation(#[from] Violation),
     #[error("{0}")]
     /// The events after the cursor are gone and the policy is
-    /// [`GonePolicy::Fail`](crate::client::GonePolicy::Fail) (EG-02), or recovery kept failing.
+    /// [`GonePolicy::Fail`](crate::GonePolicy::Fail) (EG-02), or recovery kept failing.
     EventsGone(EventsGone),
     #[error(
         "task {task_id}: the first retained event is seq {first_seq}; 0..{first_seq} are gone"
     )]
     /// With no cursor, the server's earliest retained event was not seq 0 and the policy is
-    /// [`GonePolicy::Fail`](crate::client::GonePolicy::Fail): events 0..first_seq are lost.
+    /// [`GonePolicy::Fail`](crate::GonePolicy::Fail): events 0..first_seq are lost.
     MissingHistory {
         /// The task.
         task_id: String,

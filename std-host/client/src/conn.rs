@@ -19,7 +19,7 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 
-use crate::client::error::{ClientError, RpcError};
+use crate::error::{ClientError, RpcError};
 
 /// The method of event notifications (SEP-2694).
 pub(crate) const EVENT_METHOD: &str = "notifications/tasks/event";

@@ -23,11 +23,11 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use crate::client::cursor::CursorStore;
-use crate::client::error::{ClientError, CursorError, EventsGone, FollowError, Violation};
-use crate::client::mcp_client::Client;
-use crate::client::stream::{EventStream, StreamItem};
-use crate::client::types::TaskEvent;
+use crate::cursor::CursorStore;
+use crate::error::{ClientError, CursorError, EventsGone, FollowError, Violation};
+use crate::mcp_client::Client;
+use crate::stream::{EventStream, StreamItem};
+use crate::types::TaskEvent;
 
 /// What to do when the server answers `events_gone` (EG-02), and when a stream without a
 /// cursor does not start at seq 0 (the first events were dropped by retention).

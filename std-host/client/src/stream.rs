@@ -1,5 +1,5 @@
 //! [`EventStream`]: one open `tasks/stream` request, as the server sends it. No cursor, no
-//! de-duplication, no continuity check: [`ResumableStream`](crate::client::ResumableStream)
+//! de-duplication, no continuity check: [`ResumableStream`](crate::ResumableStream)
 //! builds those on top.
 
 use std::sync::mpsc::Receiver;
@@ -7,15 +7,15 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 
-use crate::client::conn::Inbound;
-use crate::client::error::{ClientError, RpcError};
-use crate::client::mcp_client::{wait_inbound, Client};
+use crate::conn::Inbound;
+use crate::error::{ClientError, RpcError};
+use crate::mcp_client::{wait_inbound, Client};
 
 /// What one wait on a stream yields.
 #[derive(Debug)]
 pub enum StreamItem {
     /// An event notification's params (parse with
-    /// [`TaskEvent::parse`](crate::client::TaskEvent::parse)).
+    /// [`TaskEvent::parse`](crate::TaskEvent::parse)).
     Event(Value),
     /// The server closed the stream normally with this result (`{}` legacy,
     /// `{"resultType": "complete"}` modern). No more items follow.

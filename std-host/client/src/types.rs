@@ -4,7 +4,7 @@
 
 use serde_json::{Map, Value};
 
-use crate::client::error::Violation;
+use crate::error::Violation;
 
 /// The modern protocol revision (MCP 2026-07-28).
 pub const MODERN_PROTOCOL_VERSION: &str = "2026-07-28";
@@ -425,7 +425,7 @@ mod tests {
 
     #[test]
     fn events_gone_is_recognised_and_checked() {
-        use crate::client::error::RpcError;
+        use crate::error::RpcError;
         let good = RpcError::from_value(&json!({"code": -32010,
             "message": "Task events are no longer available",
             "data": {"reason": "events_gone", "taskId": "t", "earliestSeq": 7}}));
