@@ -3,8 +3,9 @@
 //! the server's resident memory and thread count before, with the tasks, and at the peak with
 //! the streams, the time to create the tasks, and whether every stream was gap-free.
 //!
-//! `http_scale [--tasks N] [--streams M] [--events E] [--interval-ms MS] [--bin PATH]`
-//! (defaults 10000, 1000, 20, 500, the release binary next to this one). It also prints the
+//! `http_scale [--tasks N] [--streams M] [--events E] [--interval-ms MS] [--bin PATH]
+//! [--data-dir DIR]` (defaults 10000, 1000, 20, 500, the release binary next to this one, in
+//! memory; with `--data-dir`, the server keeps its store in `DIR` at `--durability group`). It also prints the
 //! fan-out rate: the frames every stream received, together, per second from the first stream
 //! opened to the last one done; `--tasks 1 --events 2000 --interval-ms 1` measures it for
 //! `M` streams following one live task. Each task lives `E × MS`: on a loaded
@@ -106,6 +107,7 @@ async fn main() {
         .ok()
         .and_then(|p| p.parent().map(|d| d.join("taskstream")))
         .unwrap_or_default();
+    let mut data_dir: Option<String> = None;
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
         match a.as_str() {
@@ -124,6 +126,7 @@ async fn main() {
             }
             "--events" => events = args.next().and_then(|v| v.parse().ok()).unwrap_or(events),
             "--bin" => bin = args.next().map(Into::into).unwrap_or(bin),
+            "--data-dir" => data_dir = args.next(),
             other => {
                 eprintln!("http_scale: unknown argument {other:?}");
                 std::process::exit(2);
@@ -131,15 +134,14 @@ async fn main() {
         }
     }
     let cap = (tasks_n + 16).to_string();
+    let store: Vec<&str> = match &data_dir {
+        Some(dir) => vec!["--data-dir", dir, "--durability", "group"],
+        None => vec!["--in-memory", "--durability", "none"],
+    };
     let mut child = Command::new(&bin)
-        .args([
-            "serve",
-            "--in-memory",
-            "--durability",
-            "none",
-            "--http",
-            "127.0.0.1:0",
-        ])
+        .arg("serve")
+        .args(&store)
+        .args(["--http", "127.0.0.1:0"])
         .args([
             "--max-streams",
             "2048",

@@ -4,12 +4,16 @@
 //! A running task keeps its newest events in a core `EventRing` as a read cache (bounded:
 //! [`CACHE_EVENTS`] events in [`CACHE_BYTES`] bytes per running task; a small ring until the
 //! task needs more, `store/cache.rs`). An event enters the ring
-//! only after it is durable and in sled, so the ring never shows what the log might lose; reads
-//! of older seqs, and of terminal tasks, go to sled.
+//! only after it is durable, so the ring never shows what the log might lose; reads of older
+//! seqs, and of terminal tasks, go to sled, and (in `group` and `none` mode, on a data dir) to
+//! the task's unapplied set
+//! for what the applier has not yet written to sled.
 //!
-//! Locks, outermost first: a task's `append` lock (held across a whole append), the checkpoint
-//! `gate` (shared by writers from log submission until sled has the change, exclusive while a
-//! checkpoint rotates the log), then short-lived locks (a task's `state`, the task table, the
+//! Locks, outermost first: a task's `append` lock (held across a whole append), `flushing` (one
+//! drain at a time), the checkpoint `gate` (shared by writers from log submission until the
+//! change is published, and by the applier while it writes to sled; exclusive while a
+//! checkpoint rotates the log), `applying` (one application to sled at a time), then
+//! short-lived locks (a task's `state`, the task table, the
 //! log's queue, the `index` pointer, which only a rebuild holding the gate exclusively
 //! replaces). A checkpoint (and a rebuild, which runs inside one) takes `checkpointing` and
 //! then the gate, never a task's lock, so it can never wait on itself or on a writer.
@@ -61,9 +65,18 @@ type Cache = super::cache::TaskCache;
 /// so a producer faster than the device waits for it rather than queueing without bound.
 const MAX_PENDING: usize = 4096;
 
+/// Published (durable) appends not yet applied to the index after which an appending thread
+/// applies them itself, so a producer faster than sled waits for it rather than letting the
+/// unapplied set grow without bound.
+const MAX_UNAPPLIED: usize = 16384;
+/// Bytes of the unapplied set (records plus types and payloads) after which likewise.
+const MAX_UNAPPLIED_BYTES: u64 = 16 << 20;
+/// Unapplied appends the applier writes to sled in one batch at most.
+const APPLY_BATCH: usize = 4096;
+
 /// An append logged (in `group` mode: submitted to the log without waiting) and not yet
 /// published: everything needed to apply it to the index and to make it visible.
-struct Pending {
+pub(crate) struct Pending {
     slot: Arc<Slot>,
     task_id: String,
     seq: Seq,
@@ -85,6 +98,11 @@ struct Pending {
 }
 
 impl Pending {
+    /// The memory the unapplied set counts for it.
+    fn footprint(&self) -> u64 {
+        (self.buf.len() + self.payload.len() + self.event_type.len()) as u64
+    }
+
     fn record(&self) -> Record<'_> {
         let event = EventRecord {
             task_id: &self.task_id,
@@ -138,6 +156,18 @@ struct Pipe {
     draining: bool,
 }
 
+/// The pipeline's (`group` and `none` mode) published appends that are durable but not yet in
+/// the index, in log order
+/// (each is also in its task's `SlotState::unapplied`, where reads find it).
+#[derive(Default)]
+struct Unapplied {
+    items: VecDeque<Arc<Pending>>,
+    /// The sum of their footprints.
+    bytes: u64,
+    /// The applier is to stop.
+    stop: bool,
+}
+
 /// One task.
 pub(crate) struct Slot {
     /// Held across a whole append, so a task's records are in seq order in log and sled.
@@ -157,6 +187,9 @@ pub(crate) struct SlotState {
     pub(crate) removed: bool,
     /// The newest events, while the task runs.
     pub(crate) cache: Option<Box<Cache>>,
+    /// The task's published events not yet applied to the index, oldest first: always the
+    /// events from some seq up to `next` (the index holds every published event before it).
+    pub(crate) unapplied: VecDeque<Arc<Pending>>,
     /// Where the task stands once its logged but not yet durable appends are published
     /// (`group` mode's pipeline); `None` when nothing of it is pending.
     pub(crate) ahead: Option<Ahead>,
@@ -249,12 +282,15 @@ pub(crate) struct Inner {
     /// A retired index directory could not be deleted yet; the next checkpoint tries again.
     stale_left: AtomicBool,
     rebuilds: AtomicU64,
-    /// Shared by writers from log submission until sled has the change; exclusive for a
-    /// checkpoint's rotation, which thereby sees every logged record applied.
+    /// Shared by writers from log submission until the change is published (or, in `event`
+    /// mode and in memory, in sled) and by the applier while it writes to sled; exclusive for a
+    /// checkpoint's rotation, which drains and applies inside it and thereby sees every
+    /// logged record in sled.
     gate: RwLock<()>,
     /// One checkpoint at a time.
     checkpointing: Mutex<()>,
-    /// `group` mode's appends logged and not yet published, in log order.
+    /// The pipeline's (`group` and `none` mode) appends logged and not yet published, in log
+    /// order.
     pipe: Mutex<Pipe>,
     /// Wakes the flusher when the pipe gets its first append.
     pipe_cond: Condvar,
@@ -265,6 +301,13 @@ pub(crate) struct Inner {
     flushing: Mutex<()>,
     /// The ticket of the last append published (or dropped by a failed drain: see `failed`).
     published: AtomicU64,
+    /// Published appends not yet applied to the index, in log order.
+    unapplied: Mutex<Unapplied>,
+    /// Wakes the applier when the unapplied set gets appends (or it is to stop).
+    apply_cond: Condvar,
+    /// One application to the index at a time (taken inside the gate), so the index gets
+    /// the unapplied appends in log order.
+    applying: Mutex<()>,
     pub(crate) tasks: RwLock<HashMap<String, Arc<Slot>>>,
     pub(crate) changes: ChangeSignal,
     /// Set by a failure after which the store refuses every write.
@@ -317,6 +360,9 @@ impl Inner {
             drained: Condvar::new(),
             flushing: Mutex::new(()),
             published: AtomicU64::new(0),
+            unapplied: Mutex::new(Unapplied::default()),
+            apply_cond: Condvar::new(),
+            applying: Mutex::new(()),
             tasks: RwLock::new(tasks),
             changes: ChangeSignal::default(),
             failed: AtomicBool::new(false),
@@ -345,6 +391,7 @@ impl Inner {
             visible: false,
             removed: false,
             cache: None,
+            unapplied: VecDeque::new(),
             ahead: None,
             sizes: VecDeque::new(),
             bytes: 0,
@@ -372,7 +419,8 @@ impl Inner {
     }
 
     /// Appends an event; with `wait`, returns once it is durable and visible, without (in
-    /// `group` mode) once it is logged, to become durable and visible at the next flush.
+    /// `group` and `none` mode, on a data dir) once it is logged, to become durable and
+    /// visible at the next flush.
     pub(crate) fn append(
         &self,
         task_id: &str,
@@ -559,6 +607,14 @@ impl Inner {
             terminal: finishing,
         };
         if self.pipelined() {
+            // Backpressure: when sled falls behind, this appender applies what is published
+            // (outside any drain: the flusher goes on publishing meanwhile).
+            if self.unapplied_over_limit() {
+                self.apply_unapplied().map_err(|e| {
+                    self.release(size, freed);
+                    AppendError::Storage(e)
+                })?;
+            }
             // Logged now, durable and visible at the next flush (by the flusher, or by this
             // thread below when it must wait).
             // Set before the append is queued, so that its publication (which may come at
@@ -582,15 +638,17 @@ impl Inner {
             self.release(size, freed);
             AppendError::Storage(e)
         })?;
-        self.publish(&pending);
+        self.publish(&Arc::new(pending), false);
         self.changes.notify();
         Ok(seq)
     }
 
-    /// Whether appends go through the pipeline: `group` mode with a log (in memory, where
-    /// nothing is logged, an append is visible at once whatever the mode).
+    /// Whether appends go through the pipeline: `group` and `none` mode with a log (in memory,
+    /// where nothing is logged, an append is visible at once whatever the mode). In `none`
+    /// mode a submission is written to the log file at once and a drain flushes nothing, so
+    /// the pipeline only takes sled off the appender's path.
     fn pipelined(&self) -> bool {
-        self.durability == Durability::Group && self.wal.is_some()
+        self.durability != Durability::Event && self.wal.is_some()
     }
 
     /// Logs a pending append (without waiting) and queues it for publication, in one order
@@ -683,7 +741,7 @@ impl Inner {
                 pipe.queued,
             )
         };
-        let result = self.publish_all(wal, &items, upto);
+        let result = self.publish_all(wal, items, upto);
         // On failure the taken appends are dropped, never published: they count as done,
         // and their waiters see `failed`. Stored only now, so a waiter that sees its ticket
         // covered sees its append published.
@@ -691,8 +749,9 @@ impl Inner {
         result
     }
 
-    /// Flushes the log through `upto`, applies `items` to the index, publishes them.
-    fn publish_all(&self, wal: &Wal, items: &[Pending], upto: u64) -> Result<(), StoreError> {
+    /// Flushes the log through `upto`, publishes `items` at once (durable, not yet in the
+    /// index: reads find them in their tasks' unapplied sets) and hands them to the applier.
+    fn publish_all(&self, wal: &Wal, items: Vec<Pending>, upto: u64) -> Result<(), StoreError> {
         if self.failed.load(Ordering::Acquire) {
             return Err(StoreError::Failed);
         }
@@ -700,11 +759,18 @@ impl Inner {
             return Ok(());
         }
         self.fail_stop(wal.flush_through(upto).map_err(StoreError::Wal))?;
-        let index = self.index();
-        self.fail_stop(index.apply_all(items.iter().flat_map(|p| p.records())))?;
-        for p in items {
-            self.publish(p);
+        let items: Vec<Arc<Pending>> = items.into_iter().map(Arc::new).collect();
+        // Into each task's set first, then the applier's queue: the applier takes an append
+        // out of its task's set only after applying it, so it must find it there.
+        for p in &items {
+            self.publish(p, true);
         }
+        {
+            let mut unapplied = lock(&self.unapplied);
+            unapplied.bytes += items.iter().map(|p| p.footprint()).sum::<u64>();
+            unapplied.items.extend(items);
+        }
+        self.apply_cond.notify_one();
         self.changes.notify();
         if upto.saturating_sub(self.checkpointed.load(Ordering::Relaxed)) > CHECKPOINT_BYTES {
             self.wake_checkpointer(false);
@@ -712,9 +778,13 @@ impl Inner {
         Ok(())
     }
 
-    /// Makes a durable append visible: the task's published state, its read cache.
-    fn publish(&self, p: &Pending) {
+    /// Makes a durable append visible: the task's published state, its read cache, and (when
+    /// it is not yet in the index, `unapplied`) its task's unapplied set.
+    fn publish(&self, p: &Arc<Pending>, unapplied: bool) {
         let mut st = lock(&p.slot.state);
+        if unapplied {
+            st.unapplied.push_back(Arc::clone(p));
+        }
         let event_size = (p.event_type.len() + p.payload.len()) as u64;
         st.sizes
             .push_back(u32::try_from(event_size).unwrap_or(u32::MAX));
@@ -810,6 +880,9 @@ impl Inner {
             if self.failed.load(Ordering::Acquire) {
                 return Err(StoreError::Failed);
             }
+            // What is published but not yet in the index goes first, so the index gets every
+            // change in log order (a truncation or removal after the events it drops).
+            self.apply_locked()?;
             let result = match &self.wal {
                 Some(wal) => wal.submit(bytes, wait).map_err(StoreError::Wal),
                 None => Ok(()),
@@ -893,14 +966,15 @@ impl Inner {
     }
 
     /// The retained range of a task and, if `from` is in its read cache, up to `max` events
-    /// from there (handed to `push`; their count is returned).
+    /// from there (handed to `push`; their count is returned); if it is not, what of the task
+    /// is not yet in the index, taken in the same look as the range.
     fn retained_or_cached(
         &self,
         task_id: &str,
         from: Seq,
         max: usize,
         mut push: impl FnMut(RawEvent),
-    ) -> Option<(Retained, usize)> {
+    ) -> Option<(Retained, usize, Tail)> {
         let slot = self.slot(task_id)?;
         let st = lock(&slot.state);
         let retained = retained_of(&st)?;
@@ -914,12 +988,26 @@ impl Inner {
                 }
             }
         }
-        Some((retained, n))
+        let tail = if n == 0 {
+            Tail {
+                start: st.unapplied.front().map(|p| p.seq),
+                events: st
+                    .unapplied
+                    .iter()
+                    .filter(|p| p.seq >= from)
+                    .take(max)
+                    .cloned()
+                    .collect(),
+            }
+        } else {
+            Tail::default()
+        };
+        Some((retained, n, tail))
     }
 
     pub(crate) fn event(&self, task_id: &str, seq: Seq) -> Result<Option<StoredEvent>, StoreError> {
         let mut cached = None;
-        let Some((retained, n)) =
+        let Some((retained, n, tail)) =
             self.retained_or_cached(task_id, seq, 1, |e| cached = Some(e.to_stored()))
         else {
             return Ok(None);
@@ -929,6 +1017,13 @@ impl Inner {
         }
         if n == 1 {
             return Ok(cached);
+        }
+        if tail.start.is_some_and(|start| seq >= start) {
+            return Ok(tail
+                .events
+                .first()
+                .filter(|p| p.seq == seq)
+                .map(|p| RawEvent::copied(p.seq, p.at, &p.event_type, &p.payload).to_stored()));
         }
         match self.index().event(task_id, seq)? {
             None => Ok(None),
@@ -948,7 +1043,7 @@ impl Inner {
         if max == 0 {
             return Ok(0);
         }
-        let Some((retained, cached)) = self.retained_or_cached(task_id, from, max, &mut push)
+        let Some((retained, cached, tail)) = self.retained_or_cached(task_id, from, max, &mut push)
         else {
             return Ok(0);
         };
@@ -959,20 +1054,39 @@ impl Inner {
         if from >= retained.next() {
             return Ok(0);
         }
+        // The index holds every visible event before the task's first unapplied one (taken
+        // in the same look as the range, so an event applied since is in both places).
+        let index_end = tail
+            .start
+            .map_or(retained.next(), |start| start.min(retained.next()));
         let mut expected = from;
         let mut n = 0;
-        for raw in self
-            .index()
-            .events(task_id, from, retained.next())
-            .take(max)
-        {
-            match RawEvent::from_index(raw?, task_id, expected) {
-                Ok(ev) => push(ev),
-                // A hole: retention dropped these meanwhile. Stop; the caller re-checks the
-                // retained range (and answers `events_gone`).
-                Err(StoreError::Corrupt(_)) if self.gone(task_id, expected) => break,
-                Err(e) => return Err(e),
+        if from < index_end {
+            for raw in self.index().events(task_id, from, index_end).take(max) {
+                match RawEvent::from_index(raw?, task_id, expected) {
+                    Ok(ev) => push(ev),
+                    // A hole: retention dropped these meanwhile. Stop; the caller re-checks
+                    // the retained range (and answers `events_gone`).
+                    Err(StoreError::Corrupt(_)) if self.gone(task_id, expected) => return Ok(n),
+                    Err(e) => return Err(e),
+                }
+                n += 1;
+                match expected.next() {
+                    Some(s) => expected = s,
+                    None => return Ok(n),
+                }
             }
+        }
+        if expected < index_end {
+            // The index read stopped at `max` (or short of it, which the next read resolves).
+            return Ok(n);
+        }
+        let first = expected;
+        for p in tail.events.iter().filter(|p| p.seq >= first) {
+            if n >= max || p.seq != expected {
+                break;
+            }
+            push(RawEvent::copied(p.seq, p.at, &p.event_type, &p.payload));
             n += 1;
             match expected.next() {
                 Some(s) => expected = s,
@@ -1075,10 +1189,14 @@ impl Inner {
         if lock(&slot.state).ahead.is_some() {
             self.drain()?;
         }
+        // And applies them, so the sweep's reads of the index see every published event.
+        if !lock(&slot.state).unapplied.is_empty() {
+            self.apply_unapplied()?;
+        }
         Ok(())
     }
 
-    /// The flusher's loop (`group` mode): drains the pipe whenever it holds appends, so an
+    /// The flusher's loop (`group` and `none` mode): drains the pipe whenever it holds appends, so an
     /// append that did not wait becomes durable and visible at once, in batches that grow
     /// with the load; until stopped.
     pub(crate) fn run_flusher(&self) {
@@ -1105,6 +1223,96 @@ impl Inner {
     pub(crate) fn stop_flusher(&self) {
         lock(&self.pipe).stop = true;
         self.pipe_cond.notify_all();
+    }
+
+    /// Whether the unapplied set is past its bounds (appenders then apply it themselves).
+    fn unapplied_over_limit(&self) -> bool {
+        let unapplied = lock(&self.unapplied);
+        unapplied.items.len() >= MAX_UNAPPLIED || unapplied.bytes >= MAX_UNAPPLIED_BYTES
+    }
+
+    /// Applies every published append not yet in the index to it, in log order.
+    pub(crate) fn apply_unapplied(&self) -> Result<(), StoreError> {
+        let _gate = lock_read(&self.gate);
+        self.apply_locked()
+    }
+
+    /// [`apply_unapplied`](Self::apply_unapplied) for a caller that holds the gate (shared,
+    /// or exclusive: a checkpoint, so that its LSN covers only what the index has).
+    fn apply_locked(&self) -> Result<(), StoreError> {
+        if lock(&self.unapplied).items.is_empty() {
+            return Ok(());
+        }
+        let _one = lock(&self.applying);
+        while self.apply_batch()? > 0 {}
+        Ok(())
+    }
+
+    /// Applies up to [`APPLY_BATCH`] of the oldest unapplied appends to the index in one sled
+    /// batch, then takes them out of the unapplied set (after: a reader that finds one in
+    /// neither place would see a gap); returns how many. The caller holds the gate and
+    /// `applying`. A failure is fail-stop, and leaves them in the set (they are durable and
+    /// readable there).
+    fn apply_batch(&self) -> Result<usize, StoreError> {
+        if self.failed.load(Ordering::Acquire) {
+            return Err(StoreError::Failed);
+        }
+        // Only the holder of `applying` takes from the front, so these stay the front.
+        let batch: Vec<Arc<Pending>> = lock(&self.unapplied)
+            .items
+            .iter()
+            .take(APPLY_BATCH)
+            .cloned()
+            .collect();
+        if batch.is_empty() {
+            return Ok(0);
+        }
+        let index = self.index();
+        self.fail_stop(index.apply_all(batch.iter().flat_map(|p| p.records())))?;
+        for p in &batch {
+            let mut st = lock(&p.slot.state);
+            if st.unapplied.front().is_some_and(|f| Arc::ptr_eq(f, p)) {
+                st.unapplied.pop_front();
+            }
+        }
+        let mut unapplied = lock(&self.unapplied);
+        let freed: u64 = batch.iter().map(|p| p.footprint()).sum();
+        unapplied.items.drain(..batch.len());
+        unapplied.bytes = unapplied.bytes.saturating_sub(freed);
+        Ok(batch.len())
+    }
+
+    /// The applier's loop (`group` and `none` mode): applies published appends to the index in batches
+    /// while there are any, off the path that makes them visible; until stopped (what is left
+    /// then is applied by the close's checkpoint).
+    pub(crate) fn run_applier(&self) {
+        loop {
+            {
+                let mut unapplied = lock(&self.unapplied);
+                while (unapplied.items.is_empty() || self.failed.load(Ordering::Acquire))
+                    && !unapplied.stop
+                {
+                    unapplied = self
+                        .apply_cond
+                        .wait(unapplied)
+                        .unwrap_or_else(std::sync::PoisonError::into_inner);
+                }
+                if unapplied.stop {
+                    return;
+                }
+            }
+            let _gate = lock_read(&self.gate);
+            let _one = lock(&self.applying);
+            // One batch per turn, so a checkpoint waiting for the gate gets it between
+            // batches. A failure is fail-stop (the loop then waits for the stop).
+            let _ = self.apply_batch();
+        }
+    }
+
+    /// Stops the applier.
+    pub(crate) fn stop_applier(&self) {
+        lock(&self.unapplied).stop = true;
+        self.apply_cond.notify_all();
     }
 
     /// Drops the events of a task before `floor` (the caller holds its append lock).
@@ -1190,9 +1398,10 @@ impl Inner {
             if self.failed.load(Ordering::Acquire) {
                 return Err(StoreError::Failed);
             }
-            // Every append logged so far is published and in the index before the LSN is
-            // recorded: from the checkpoint on, an event is in the index or in the log.
+            // Every append logged so far is published and applied to the index before the LSN
+            // is recorded: from the checkpoint on, an event is in the index or in the log.
             self.drain_locked()?;
+            self.apply_locked()?;
             let lsn = self.fail_stop(wal.rotate().map_err(StoreError::Wal))?;
             self.fail_stop(self.index().set_checkpoint(lsn))?;
             (lsn, self.checkpoint_table())
@@ -1326,6 +1535,7 @@ impl Inner {
             }
             // The pending appends go to the old index (and with the log's replay, to the new).
             self.drain_locked()?;
+            self.apply_locked()?;
             let end = wal.rotate()?;
             let replayed =
                 wal::read_range(wal.dir(), lsn, end, StoreError::Corrupt, |rec, raw| {
@@ -1502,6 +1712,15 @@ fn delete_released(dir: &Path, deadline: Instant) -> bool {
         }
         std::thread::sleep(Duration::from_millis(5));
     }
+}
+
+/// A task's published events that are not yet in the index, as a read took them.
+#[derive(Default)]
+struct Tail {
+    /// The first of them (every visible event before it is in the index).
+    start: Option<Seq>,
+    /// Those from the read's start on, up to its most.
+    events: Vec<Arc<Pending>>,
 }
 
 /// What a sweep did to one task.

@@ -374,8 +374,10 @@ pub struct Store {
     config: StoreConfig,
     inner: Arc<engine::Inner>,
     checkpointer: Option<JoinHandle<()>>,
-    /// `group` mode's flusher: makes appends that did not wait durable and visible.
+    /// The flusher (`group` and `none` mode): makes appends that did not wait durable and visible.
     flusher: Option<JoinHandle<()>>,
+    /// The applier (`group` and `none` mode): writes published appends to the index, off their path.
+    applier: Option<JoinHandle<()>>,
     report: RecoveryReport,
     /// The data dir lock, held for the life of the store.
     _lock: Option<File>,
@@ -462,8 +464,9 @@ impl Store {
     /// once a flush that covers it is durable: the store's flusher starts one at once, and
     /// one flush covers everything appended meanwhile, by any task. Nothing is ever read
     /// before it is durable. A crash before that flush loses the event (and every later one
-    /// of the task), never an earlier one, and nobody has seen it. In `event` and `none`
-    /// mode this is [`append`](Self::append).
+    /// of the task), never an earlier one, and nobody has seen it. In `none` mode the record
+    /// is written to the log file before this returns and published at the flusher's next
+    /// drain (no `fdatasync`); in `event` mode this is [`append`](Self::append).
     ///
     /// A producer that must know the event is durable before it does something else calls
     /// [`wait_durable`](Self::wait_durable) with the seq.
@@ -606,6 +609,11 @@ impl Drop for Store {
         self.inner.stop_flusher();
         if let Some(thread) = self.flusher.take() {
             // A panicked flusher leaves the pipe to the close's checkpoint.
+            let _ = thread.join();
+        }
+        self.inner.stop_applier();
+        if let Some(thread) = self.applier.take() {
+            // What it left unapplied, the close's checkpoint applies.
             let _ = thread.join();
         }
         self.inner.stop_checkpointer();

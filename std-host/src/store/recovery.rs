@@ -337,7 +337,7 @@ pub(crate) fn open(config: StoreConfig, now: Millis, mode: Mode) -> Result<Store
     } else {
         None
     };
-    let flusher = if config.durability == Durability::Group && inner.wal.is_some() {
+    let flusher = if config.durability != Durability::Event && inner.wal.is_some() {
         let inner = Arc::clone(&inner);
         Some(
             std::thread::Builder::new()
@@ -352,11 +352,27 @@ pub(crate) fn open(config: StoreConfig, now: Millis, mode: Mode) -> Result<Store
     } else {
         None
     };
+    let applier = if config.durability != Durability::Event && inner.wal.is_some() {
+        let inner = Arc::clone(&inner);
+        Some(
+            std::thread::Builder::new()
+                .name("taskstream-apply".to_owned())
+                .spawn(move || inner.run_applier())
+                .map_err(|e| StoreError::Io {
+                    context: "starting the apply thread for",
+                    path: config.data_dir.clone().unwrap_or_default(),
+                    source: e,
+                })?,
+        )
+    } else {
+        None
+    };
     Ok(Store {
         config,
         inner,
         checkpointer,
         flusher,
+        applier,
         report,
         _lock: lock,
     })
@@ -472,6 +488,7 @@ fn load_tasks(
                 visible: true,
                 removed: false,
                 cache: None,
+                unapplied: VecDeque::new(),
                 ahead: None,
                 sizes,
                 bytes,

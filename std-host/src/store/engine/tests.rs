@@ -1,7 +1,9 @@
-//! A model test of `group` mode's pipeline: random interleavings of pipelined and waited
-//! appends, flushes, checkpoints, index rebuilds, sweeps, count truncations, crashes and clean
-//! restarts, against a model of what each task was given. After every step what is visible
-//! is a prefix of what was appended, byte for byte; after a crash (the data dir as a killed
+//! A model test of `group` mode's pipeline and its applier: random interleavings of pipelined
+//! and waited appends, flushes, applications to the index (by the applier thread or the
+//! test), checkpoints, index rebuilds, sweeps, count truncations, crashes and clean restarts,
+//! against a model of what each task was given. After every step what is visible is a prefix
+//! of what was appended, byte for byte, and the index holds every visible event before the
+//! task's first unapplied one (so each is in the index or the unapplied set); after a crash (the data dir as a killed
 //! process leaves it: the log's file and sled's, without the log's unflushed buffer) every
 //! event that was visible is still there, and what recovery keeps beyond it is what was
 //! appended at those seqs.
@@ -12,8 +14,8 @@ use std::path::Path;
 use taskstream_core::{Millis, RetentionPolicy, Seq};
 
 use crate::store::{
-    lock, lock_write, Durability, Store, StoreConfig, StoredEvent, TaskRecord, TaskStatus,
-    TaskView, DEFAULT_MAX_STORE_BYTES, STATUS_EVENT_TYPE,
+    lock, lock_read, lock_write, Durability, Store, StoreConfig, StoredEvent, TaskRecord,
+    TaskStatus, TaskView, DEFAULT_MAX_STORE_BYTES, STATUS_EVENT_TYPE,
 };
 
 const TICK: &str = "dev.taskstream.tick";
@@ -32,12 +34,14 @@ impl Rng {
 }
 
 /// Opens the store; without `flusher`, stops its flusher, so that pipelined appends wait
-/// for a drain by a waiting append, a checkpoint, a sweep or the test (longer windows).
-fn open(dir: &Path, flusher: bool) -> Store {
+/// for a drain by a waiting append, a checkpoint, a sweep or the test (longer windows);
+/// without `applier`, stops its applier likewise, so that published appends stay out of the
+/// index until a checkpoint, a sweep, a rebuild or the test applies them.
+fn open(dir: &Path, flusher: bool, applier: bool, durability: Durability) -> Store {
     let mut store = Store::open(
         StoreConfig {
             data_dir: Some(dir.to_owned()),
-            durability: Durability::Group,
+            durability,
             retention: RetentionPolicy {
                 max_events: MAX_EVENTS,
                 ..RetentionPolicy::DEFAULT
@@ -53,7 +57,40 @@ fn open(dir: &Path, flusher: bool) -> Store {
             t.join().expect("flusher");
         }
     }
+    if !applier {
+        store.inner.stop_applier();
+        if let Some(t) = store.applier.take() {
+            t.join().expect("applier");
+        }
+    }
     store
+}
+
+/// Every visible event of `id` before its first unapplied one is in the index, and the
+/// unapplied ones run without a gap to the task's next seq.
+fn check_index(store: &Store, id: &str, seed: u64, step: u32) {
+    let _gate = lock_write(&store.inner.gate);
+    let Some(slot) = store.inner.slot(id) else {
+        return;
+    };
+    let st = lock(&slot.state);
+    let start = st.unapplied.front().map_or(st.next, |p| p.seq);
+    let tail: Vec<u64> = st.unapplied.iter().map(|p| p.seq.get()).collect();
+    let want: Vec<u64> = (start.get()..st.next.get()).collect();
+    assert_eq!(tail, want, "seed {seed} step {step}: {id}'s unapplied set");
+    let from = st.earliest.min(start);
+    let indexed: Vec<u64> = store
+        .inner
+        .index()
+        .events(id, from, start)
+        .map(|raw| {
+            let raw = raw.expect("index read");
+            let (rec, _) = taskstream_core::record::decode(&raw).expect("record");
+            rec.event().expect("an event").seq.get()
+        })
+        .collect();
+    let want: Vec<u64> = (from.get()..start.get()).collect();
+    assert_eq!(indexed, want, "seed {seed} step {step}: {id} in the index");
 }
 
 fn record(id: &str) -> TaskRecord {
@@ -131,6 +168,7 @@ fn check_visible(store: &Store, models: &BTreeMap<String, Model>, seed: u64, ste
         let want: Vec<u64> = (view.retained.earliest().get()..next).collect();
         let seqs: Vec<u64> = got.iter().map(|e| e.seq.get()).collect();
         assert_eq!(seqs, want, "seed {seed} step {step}: {id}");
+        check_index(store, id, seed, step);
         for e in &got {
             let (ty, payload) = &m.events[e.seq.get() as usize];
             assert_eq!((&e.event_type, &e.payload), (ty, payload), "{id} {}", e.seq);
@@ -165,7 +203,7 @@ fn recovered(store: &Store, models: &mut BTreeMap<String, Model>, seen: &BTreeMa
 
 #[test]
 fn the_pipeline_keeps_index_and_log_equal_to_the_model() {
-    for seed in 1..=12u64 {
+    for seed in 1..=16u64 {
         run(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15));
     }
 }
@@ -175,7 +213,14 @@ fn run(seed: u64) {
     let mut dir = scratch.path().join("d0");
     let mut rng = Rng(seed | 1);
     let flusher = rng.below(2) == 0;
-    let mut store = open(&dir, flusher);
+    let applier = rng.below(2) == 0;
+    // `none` mode goes through the same pipeline (without the flush).
+    let durability = if rng.below(4) == 0 {
+        Durability::None
+    } else {
+        Durability::Group
+    };
+    let mut store = open(&dir, flusher, applier, durability);
     let mut models: BTreeMap<String, Model> = BTreeMap::new();
     let mut made = 0;
     let mut crashes = 0;
@@ -241,8 +286,9 @@ fn run(seed: u64) {
                 ));
                 m.ended = true;
             }
-            r if r < 82 => store.inner.drain().expect("drain"),
-            r if r < 84 => store.checkpoint().expect("checkpoint"),
+            r if r < 81 => store.inner.drain().expect("drain"),
+            r if r < 83 => store.inner.apply_unapplied().expect("apply"),
+            r if r < 85 => store.checkpoint().expect("checkpoint"),
             r if r < 86 => store.rebuild_index().expect("rebuild"),
             r if r < 90 => {
                 store.sweep(Millis(1));
@@ -267,13 +313,13 @@ fn run(seed: u64) {
                 };
                 drop(store);
                 dir = next_dir;
-                store = open(&dir, flusher);
+                store = open(&dir, flusher, applier, durability);
                 recovered(&store, &mut models, &seen);
             }
             _ => {
                 // A clean restart keeps everything appended.
                 drop(store);
-                store = open(&dir, flusher);
+                store = open(&dir, flusher, applier, durability);
                 let seen = models
                     .iter()
                     .map(|(id, m)| (id.clone(), m.events.len() as u64))
@@ -285,7 +331,7 @@ fn run(seed: u64) {
     }
     // Everything appended is published by a close.
     drop(store);
-    let store = open(&dir, flusher);
+    let store = open(&dir, flusher, applier, durability);
     for (id, m) in &models {
         let got = visible(&store, id);
         let last = got.last().expect("events");
@@ -319,4 +365,71 @@ fn in_memory_every_mode_appends_and_emits_are_visible_at_once() {
         assert_eq!((a.get(), b.get()), (1, 2), "{durability:?}");
         assert_eq!(visible(&store, "t").len(), 3, "{durability:?}");
     }
+}
+
+#[test]
+fn unapplied_events_are_read_past_the_cache_and_their_set_is_bounded() {
+    let scratch = tempfile::tempdir().expect("tempdir");
+    let store = Store::open(
+        StoreConfig {
+            data_dir: Some(scratch.path().to_owned()),
+            durability: Durability::Group,
+            retention: RetentionPolicy {
+                max_events: 1 << 20,
+                ..RetentionPolicy::DEFAULT
+            },
+            max_store_bytes: DEFAULT_MAX_STORE_BYTES,
+        },
+        Millis(1),
+    )
+    .expect("open");
+    let mut store = store;
+    store.inner.stop_applier();
+    if let Some(t) = store.applier.take() {
+        t.join().expect("applier");
+    }
+    store.create_task(record("t"), Millis(1)).expect("create");
+    // More than the read cache holds, none of it applied: the oldest are read from the
+    // unapplied set, without a gap.
+    let n = 3 * super::CACHE_EVENTS as u64;
+    for i in 0..n {
+        store
+            .emit("t", TICK, format!(r#"{{"i":{i}}}"#).as_bytes(), Millis(1))
+            .expect("emit");
+    }
+    store.inner.drain().expect("drain");
+    assert!(lock(&store.inner.unapplied).items.len() as u64 > n - 1);
+    let seqs =
+        |store: &Store| -> Vec<u64> { visible(store, "t").iter().map(|e| e.seq.get()).collect() };
+    assert_eq!(seqs(&store), (0..=n).collect::<Vec<_>>());
+    let one = store
+        .event("t", Seq::new(5).expect("seq"))
+        .expect("event 5");
+    assert_eq!(one.payload, br#"{"i":4}"#);
+    // Half applied: the read joins the index and the set.
+    {
+        let _gate = lock_read(&store.inner.gate);
+        let _one = lock(&store.inner.applying);
+        store.inner.apply_batch().expect("apply");
+    }
+    assert_eq!(seqs(&store), (0..=n).collect::<Vec<_>>());
+    store.inner.apply_unapplied().expect("apply");
+    assert!(lock(&store.inner.unapplied).items.is_empty());
+    assert_eq!(seqs(&store), (0..=n).collect::<Vec<_>>());
+    // With nothing applying in the background, appenders apply once the set is full.
+    let many = (super::MAX_UNAPPLIED + 2 * super::MAX_PENDING) as u64;
+    for i in 0..many {
+        store.emit("t", TICK, b"{}", Millis(1)).expect("emit");
+        if i % 1024 == 0 {
+            let held = lock(&store.inner.unapplied).items.len();
+            assert!(held <= super::MAX_UNAPPLIED + super::MAX_PENDING, "{held}");
+        }
+    }
+    store.inner.drain().expect("drain");
+    let held = lock(&store.inner.unapplied).items.len();
+    assert!(held <= super::MAX_UNAPPLIED + super::MAX_PENDING, "{held}");
+    assert_eq!(
+        store.task("t").expect("task").retained.next().get(),
+        n + many + 1
+    );
 }
