@@ -37,10 +37,21 @@ COMMANDS:
 OPTIONS:
     -h, --help      print this help
     -V, --version   print the version
+    --log-format F  with any command: stderr logs as `text` (default) or `json`, one object
+                    a line [default: $TASKSTREAM_LOG_FORMAT, else text]; the level is
+                    $TASKSTREAM_LOG (error, warn, info, debug, trace, off) [default: info]
 ";
 
 fn main() -> ExitCode {
-    let mut args = std::env::args_os().skip(1);
+    let mut args: Vec<OsString> = std::env::args_os().skip(1).collect();
+    match taskstream::log::take_format(&mut args) {
+        Ok(format) => taskstream::log::init(format),
+        Err(e) => {
+            eprintln!("taskstream: {e}");
+            return ExitCode::from(2);
+        }
+    }
+    let mut args = args.into_iter();
     let command = args.next();
     match command.as_ref().and_then(|c| c.to_str()) {
         Some("serve") => serve(args),

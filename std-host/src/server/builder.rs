@@ -225,10 +225,19 @@ impl ServerBuilder {
     }
 
     /// The whole `main` of a server: takes `serve`'s options from the process's arguments,
-    /// prints help or a bad option's error, serves, and says how it ended.
+    /// prints help or a bad option's error, serves, and says how it ended. It installs the
+    /// stderr log subscriber first ([`crate::log::init`]; `--log-format text|json`).
     pub fn main(self) -> ExitCode {
         let program = std::env::args().next().unwrap_or_else(|| self.name.clone());
-        match self.args(std::env::args_os().skip(1)) {
+        let mut args: Vec<std::ffi::OsString> = std::env::args_os().skip(1).collect();
+        match crate::log::take_format(&mut args) {
+            Ok(format) => crate::log::init(format),
+            Err(e) => {
+                eprintln!("{program}: {e}");
+                return ExitCode::from(2);
+            }
+        }
+        match self.args(args) {
             Ok(b) => match b.serve() {
                 Ok(()) => ExitCode::SUCCESS,
                 Err(e) => {

@@ -196,3 +196,25 @@ fn help_and_bad_flags() {
     let out = Command::new(bin()).arg("frobnicate").output().expect("run");
     assert_eq!(out.status.code(), Some(2));
 }
+
+#[test]
+fn logs_go_to_stderr_as_text_or_as_one_json_object_a_line() {
+    let mut s = Server::spawn(&["--in-memory", "--log-format", "json"]);
+    s.initialize("2025-11-25");
+    let line = s.wait_stderr("legacy session initialized");
+    let v: Value = serde_json::from_str(&line).unwrap_or_else(|e| panic!("{e}: {line}"));
+    assert_eq!(v["level"], "INFO", "{v}");
+    assert_eq!(v["target"], "taskstream", "{v}");
+    assert_eq!(v["fields"]["message"], "legacy session initialized", "{v}");
+    assert!(v["timestamp"].is_string(), "{v}");
+    // Text (the default) is one line per event, the message in it; stdout stays MCP only.
+    let mut s = Server::spawn(&["--in-memory"]);
+    s.initialize("2025-11-25");
+    let line = s.wait_stderr("legacy session initialized");
+    assert!(line.contains("INFO"), "{line}");
+    assert!(serde_json::from_str::<Value>(&line).is_err(), "{line}");
+    // An unknown format is refused at start, saying what is allowed.
+    let mut s = Server::spawn(&["--in-memory", "--log-format", "xml"]);
+    s.wait_stderr("--log-format takes text or json");
+    assert_eq!(s.wait_exit().code(), Some(2));
+}
