@@ -88,37 +88,25 @@ pub fn init(format: LogFormat) {
 /// A message for a missing or unknown format.
 pub fn take_format(args: &mut Vec<OsString>) -> Result<LogFormat, String> {
     let end = args.iter().position(|a| a == "--").unwrap_or(args.len());
-    let mut found = None;
-    let mut i = 0;
-    while i < end.min(args.len()) {
+    for i in 0..end {
         let text = args[i].to_string_lossy().into_owned();
         if text == "--log-format" {
-            let value = args
+            let value = args[..end]
                 .get(i + 1)
-                .filter(|_| i + 1 < end)
                 .map(|v| v.to_string_lossy().into_owned())
                 .ok_or("--log-format needs a value: text or json")?;
-            found = Some(LogFormat::parse(&value)?);
             args.drain(i..i + 2);
-            return finish(found);
+            return LogFormat::parse(&value);
         }
         if let Some(value) = text.strip_prefix("--log-format=") {
-            found = Some(LogFormat::parse(value)?);
+            let format = LogFormat::parse(value);
             args.remove(i);
-            return finish(found);
+            return format;
         }
-        i += 1;
     }
-    finish(found)
-}
-
-fn finish(found: Option<LogFormat>) -> Result<LogFormat, String> {
-    match found {
-        Some(f) => Ok(f),
-        None => match std::env::var("TASKSTREAM_LOG_FORMAT").ok().as_deref() {
-            None | Some("") => Ok(LogFormat::Text),
-            Some(v) => LogFormat::parse(v).map_err(|e| format!("TASKSTREAM_LOG_FORMAT: {e}")),
-        },
+    match std::env::var("TASKSTREAM_LOG_FORMAT").ok().as_deref() {
+        None | Some("") => Ok(LogFormat::Text),
+        Some(v) => LogFormat::parse(v).map_err(|e| format!("TASKSTREAM_LOG_FORMAT: {e}")),
     }
 }
 

@@ -120,23 +120,23 @@ impl fmt::Display for AskError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             AskError::Cancelled => f.write_str("the task was cancelled"),
-            AskError::Refused(e) => {
-                let m = e
-                    .get("message")
-                    .and_then(Value::as_str)
-                    .unwrap_or("no message");
-                write!(
-                    f,
-                    "the client refused: {}",
-                    m.chars().take(500).collect::<String>()
-                )
-            }
+            AskError::Refused(e) => write!(f, "the client refused: {}", error_message(e)),
             AskError::Unanswered(m) => f.write_str(m),
         }
     }
 }
 
 impl std::error::Error for AskError {}
+
+/// The message of a JSON-RPC error object, bounded, for a client to read (it may come from
+/// another program).
+pub(crate) fn error_message(e: &Value) -> String {
+    let m = e
+        .get("message")
+        .and_then(Value::as_str)
+        .unwrap_or("no message");
+    m.chars().take(500).collect()
+}
 
 impl From<AskError> for ToolError {
     fn from(e: AskError) -> ToolError {

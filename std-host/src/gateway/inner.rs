@@ -151,7 +151,6 @@ impl Inner {
         self.alive.load(Ordering::Relaxed)
     }
 
-    /// Writes one message to `CMD`; false if it is gone.
     /// Answers a request `CMD` made: its result, or a JSON-RPC error object.
     pub(crate) fn reply(&self, id: &Value, answer: Result<Value, Value>) {
         let msg = match answer {
@@ -161,6 +160,7 @@ impl Inner {
         self.write(&msg);
     }
 
+    /// Writes one message to `CMD`; false if it is gone.
     fn write(&self, msg: &Value) -> bool {
         let mut line = msg.to_string();
         line.push('\n');
@@ -442,13 +442,7 @@ impl Inner {
         let spawned = std::thread::Builder::new()
             .name("inner-ask".into())
             .stack_size(256 * 1024)
-            .spawn(move || {
-                let reply = match (inner.relay)(&method, params) {
-                    Ok(result) => json!({"jsonrpc": "2.0", "id": id, "result": result}),
-                    Err(error) => json!({"jsonrpc": "2.0", "id": id, "error": error}),
-                };
-                inner.write(&reply);
-            });
+            .spawn(move || inner.reply(&id, (inner.relay)(&method, params)));
         if let Err(e) = spawned {
             log!(
                 Error,

@@ -42,7 +42,9 @@ use crate::config::{self, ServeCommand};
 use crate::log::log;
 use crate::server::process::Forward;
 use crate::server::Process;
-use crate::tool::{check_result, AskError, Handler, TaskContext, Tool, ToolError, ToolResult};
+use crate::tool::{
+    check_result, error_message, AskError, Handler, TaskContext, Tool, ToolError, ToolResult,
+};
 use inner::{error, CallMessage, Inner, Relay, INNER_VERSION};
 
 /// The event type of a log message tied to a call.
@@ -150,7 +152,7 @@ impl Gateway {
                 inner.kill();
                 return Err(format!(
                     "the inner server did not initialize: {}",
-                    message_of(&e)
+                    error_message(&e)
                 ));
             }
         };
@@ -170,7 +172,7 @@ impl Gateway {
             }
             let page = inner
                 .request("tools/list", params, self.timeout)
-                .map_err(|e| format!("tools/list failed: {}", message_of(&e)))?;
+                .map_err(|e| format!("tools/list failed: {}", error_message(&e)))?;
             let Some(list) = page.get("tools").and_then(Value::as_array) else {
                 return Err("the inner server's tools/list result has no tools array".into());
             };
@@ -272,7 +274,7 @@ impl Gateway {
                 CallMessage::Answer(Err(e)) => {
                     break Err(ToolError::failed(format!(
                         "the server behind the gateway answered the call with an error: {}",
-                        message_of(&e)
+                        error_message(&e)
                     )));
                 }
                 CallMessage::Died(status) => {
@@ -344,15 +346,6 @@ fn json_map(v: Value) -> Map<String, Value> {
         Value::Object(m) => m,
         _ => Map::new(),
     }
-}
-
-/// The message of a JSON-RPC error object, for a client to read.
-fn message_of(e: &Value) -> String {
-    let m = e
-        .get("message")
-        .and_then(Value::as_str)
-        .unwrap_or("no message");
-    m.chars().take(500).collect()
 }
 
 /// `taskstream gateway ARGS`.

@@ -50,6 +50,15 @@ pub(crate) fn shown(method: &str) -> String {
     method.chars().take(64).collect()
 }
 
+/// What a request of the client that got no answer within `timeout` is told.
+fn unanswered(method: &str, timeout: Duration) -> String {
+    format!(
+        "the client did not answer {} within {} s",
+        shown(method),
+        timeout.as_millis().div_ceil(1000)
+    )
+}
+
 /// A running task as the process knows it.
 struct Runner {
     token: Arc<CancelToken>,
@@ -255,9 +264,7 @@ impl Process {
         let answer = rx.recv_timeout(timeout);
         lock(&self.asked).remove(&id);
         answer.unwrap_or_else(|_| {
-            Err(serde_json::json!({"code": -32603, "message": format!(
-                "the client did not answer {} within {} s", shown(method), timeout.as_millis().div_ceil(1000)
-            )}))
+            Err(serde_json::json!({"code": -32603, "message": unanswered(method, timeout)}))
         })
     }
 
@@ -708,11 +715,7 @@ impl TaskSink<'_> {
             }
             Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
                 self.status_event(TaskStatus::Working)?;
-                Err(AskError::Unanswered(format!(
-                    "the client did not answer {} within {} s",
-                    shown(method),
-                    timeout.as_millis().div_ceil(1000)
-                )))
+                Err(AskError::Unanswered(unanswered(method, timeout)))
             }
         }
     }
