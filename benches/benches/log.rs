@@ -1,4 +1,4 @@
-//! Log benchmarks, on `taskstream::store::Store` with a scratch data dir (`$TASKSTREAM_BENCH_DIR`
+//! Log benchmarks, on `taskstream_store::Store` with a scratch data dir (`$TASKSTREAM_BENCH_DIR`
 //! picks the disk; the system temp dir otherwise):
 //!
 //! - `log_append`: one event (300 B payload) appended and durable, per `--durability` mode:
@@ -27,13 +27,13 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use criterion::{criterion_group, criterion_main, Criterion, SamplingMode, Throughput};
-use taskstream::store::{Durability, Store};
 use taskstream_benches::scale::Scale;
 use taskstream_benches::store::{
     append_concurrently, complete, create_task, fill, now, open, record_len, retention_for, task_id,
 };
 use taskstream_benches::{payload_of, raw, scratch_dir, PAYLOAD_BYTES, TICK};
 use taskstream_core::{RetentionPolicy, Seq};
+use taskstream_store::{Durability, Store};
 
 fn log_append(c: &mut Criterion) {
     let scale = Scale::current();

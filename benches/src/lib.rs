@@ -10,7 +10,7 @@
 //! - [`raw`]: the machine's bounds: `fdatasync` of small appends, lines through a pipe.
 //! - [`scale`]: how big a run is (`full` under `cargo bench`, `smoke`, `test` under `cargo test`).
 //! - [`stats`]: medians and formatting.
-//! - [`store`]: driving `taskstream::store::Store` directly.
+//! - [`store`]: driving `taskstream_store::Store` directly.
 //!
 //! Nothing here asserts a timing: figures are printed, never gated on.
 

@@ -1,11 +1,11 @@
-//! Driving `taskstream::store::Store` directly: open one on a data dir, create tasks, append
+//! Driving `taskstream_store::Store` directly: open one on a data dir, create tasks, append
 //! from one thread or several, fill a task.
 
 use std::path::Path;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use taskstream::store::{Durability, Store, StoreConfig, TaskRecord, TaskStatus};
 use taskstream_core::{Millis, RetentionPolicy};
+use taskstream_store::{Durability, Store, StoreConfig, TaskRecord, TaskStatus};
 
 use crate::TICK;
 
@@ -41,7 +41,7 @@ pub fn open(dir: Option<&Path>, durability: Durability, retention: RetentionPoli
             data_dir: dir.map(Path::to_path_buf),
             durability,
             retention,
-            max_store_bytes: taskstream::store::DEFAULT_MAX_STORE_BYTES,
+            max_store_bytes: taskstream_store::DEFAULT_MAX_STORE_BYTES,
         },
         now(),
     )

@@ -58,6 +58,7 @@ pub struct Evicted {
 
 /// A successful append.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[must_use = "it reports which events the append evicted from the ring"]
 pub struct Appended {
     /// The seq the event got.
     pub seq: Seq,

@@ -265,6 +265,7 @@ impl<T: Copy + Eq, const N: usize, M> StreamTable<T, N, M> {
     /// Cancels the stream of request `id` (TS-08): it is removed and nothing more is produced
     /// for it, not even a response (DX-04). The task itself is untouched. Returns its task, or
     /// `None` if no active stream has that id (unknown ids are ignored, MCP-DIGEST a.6).
+    #[must_use = "`None` means `id` named no stream: it may name another pending request"]
     pub fn cancel(&mut self, id: &RequestId) -> Option<T> {
         let i = self.entries.iter().position(|e| &e.id == id)?;
         Some(self.remove(i)?.task)

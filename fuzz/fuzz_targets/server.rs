@@ -1,5 +1,5 @@
 //! The whole server's message handling, in process: arbitrary sequences of lines go to a
-//! `taskstream::server::Connection` (in memory, small limits) and must produce no panic (in
+//! `taskstream_server::Connection` (in memory, small limits) and must produce no panic (in
 //! any of its threads), only well-formed JSON-RPC output, and every request answered exactly
 //! once. The driver and its checks live with the hostile tests
 //! (`std-host/tests/hostile/drive.rs`), which also replay this target's corpus.

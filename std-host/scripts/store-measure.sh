@@ -4,5 +4,5 @@
 # Usage: std-host/scripts/store-measure.sh   (from the workspace root; builds in release)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-TASKSTREAM_STORE_MEASURE=1 cargo test --release -p taskstream --test store_durability -- \
-  --exact append_rates fdatasync_calls_follow_the_durability_mode --nocapture --test-threads 1
+TASKSTREAM_STORE_MEASURE=1 cargo test --release -p taskstream-store --test store -- \
+  --exact durability::append_rates durability::fdatasync_calls_follow_the_durability_mode --nocapture --test-threads 1

@@ -1,79 +1,98 @@
 //! `taskstream`: the binary. Arguments and wiring only; each subcommand is one match arm.
 
+mod demo;
+
 use std::ffi::OsString;
 use std::process::ExitCode;
 
-use taskstream::config::{self, ServeCommand, ServeConfig};
-use taskstream::store::{Store, StoreConfig};
+use taskstream_server::config::{self, ServeCommand, ServeConfig};
+use taskstream_server::store::{Store, StoreConfig};
 
-const HELP: &str = "\
-taskstream: an MCP server with Tasks and SEP-2694 resumable task event streams
+/// The command line: a subcommand and its words, which the subcommand parses itself (each
+/// with its own `--help`). `--log-format` was taken out before (`log::take_format`), so it
+/// may stand anywhere before `--`.
+#[derive(clap::Parser, Debug)]
+#[command(
+    name = "taskstream",
+    version,
+    about = "An MCP server with Tasks and SEP-2694 resumable task event streams",
+    after_help = "Logs: with any command, --log-format text|json (default: \
+                  $TASKSTREAM_LOG_FORMAT, else text) writes stderr logs as text or as one JSON \
+                  object a line; what is logged is $TASKSTREAM_LOG (error, warn, info, debug, \
+                  trace, off, or RUST_LOG-style directives such as taskstream=debug; default \
+                  info)."
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Option<Subcommand>,
+}
 
-USAGE:
-    taskstream <COMMAND> [OPTIONS]
+/// The words after a subcommand, handed to it unparsed.
+#[derive(clap::Args, Debug)]
+#[command(disable_help_flag = true)]
+struct Words {
+    #[arg(
+        trailing_var_arg = true,
+        allow_hyphen_values = true,
+        value_name = "ARGS"
+    )]
+    args: Vec<OsString>,
+}
 
-COMMANDS:
-    serve        run the MCP server on stdin/stdout, or Streamable HTTP with --http
-                 (see `taskstream serve --help`)
-    connect      a stdio MCP server for desktop hosts that relays to the data dir's
-                 long-lived background server, starting one if none runs: tasks outlive
-                 the host's restarts (see `taskstream connect --help`)
-    gateway      taskstream in front of any stdio MCP server: each of its tools becomes a
-                 durable task with a resumable event stream:
-                 `taskstream gateway [serve options] -- CMD [ARGS...]`
-                 (see `taskstream gateway --help`)
-    demo         the reviewer's walk-through: stream, crash, resume, events_gone
-                 (see `taskstream demo --help`)
-    conformance  check any stdio MCP server command, or Streamable HTTP endpoint, against
-                 SEP-2694: `taskstream conformance [OPTIONS] -- CMD [ARGS...]` or
-                 `taskstream conformance [OPTIONS] --url http://HOST:PORT/mcp`
-    conformance-server
-                 the conformance suite's reference server, for testing clients: correct,
-                 or broken on purpose with `--fault NAME` (`--list-client-faults`)
-    repair       open a damaged data dir, keeping every valid record, and report what was
-                 lost: `taskstream repair --data-dir DIR [serve options]`
-    help         print this help
-
-OPTIONS:
-    -h, --help      print this help
-    -V, --version   print the version
-    --log-format F  with any command: stderr logs as `text` (default) or `json`, one object
-                    a line [default: $TASKSTREAM_LOG_FORMAT, else text]; the level is
-                    $TASKSTREAM_LOG (error, warn, info, debug, trace, off) [default: info]
-";
+#[derive(clap::Subcommand, Debug)]
+enum Subcommand {
+    /// Run the MCP server on stdin/stdout, or Streamable HTTP with --http, or the data dir's
+    /// socket with --socket (`taskstream serve --help`)
+    Serve(Words),
+    /// A stdio MCP server for desktop hosts that relays to the data dir's long-lived
+    /// background server, starting one if none runs: tasks outlive the host's restarts
+    Connect(Words),
+    /// taskstream in front of any stdio MCP server: each of its tools becomes a durable task
+    /// with a resumable event stream (`taskstream gateway [serve options] -- CMD [ARGS...]`)
+    Gateway(Words),
+    /// The reviewer's walk-through: stream, disconnect, resume, crash, events_gone
+    Demo(Words),
+    /// Check any stdio MCP server command (`-- CMD [ARGS...]`), or Streamable HTTP endpoint
+    /// (`--url http://HOST:PORT/mcp`), against SEP-2694
+    Conformance(Words),
+    /// The conformance suite's reference server, for testing clients: correct, or broken on
+    /// purpose with `--fault NAME` (`--list-client-faults`)
+    ConformanceServer(Words),
+    /// Open a damaged data dir, keeping every valid record, and report what was lost
+    /// (`taskstream repair --data-dir DIR [serve options]`)
+    Repair(Words),
+}
 
 fn main() -> ExitCode {
-    let mut args: Vec<OsString> = std::env::args_os().skip(1).collect();
-    match taskstream::log::take_format(&mut args) {
-        Ok(format) => taskstream::log::init(format),
+    use clap::Parser as _;
+    let mut args: Vec<OsString> = std::env::args_os().collect();
+    match taskstream_server::log::take_format(&mut args) {
+        Ok(format) => taskstream_server::log::init(format),
         Err(e) => {
             eprintln!("taskstream: {e}");
             return ExitCode::from(2);
         }
     }
-    let mut args = args.into_iter();
-    let command = args.next();
-    match command.as_ref().and_then(|c| c.to_str()) {
-        Some("serve") => serve(args),
-        Some("connect") => taskstream::connect::main(args),
-        Some("gateway") => taskstream::gateway::main(args),
-        Some("demo") => taskstream::demo::main(args),
-        Some("conformance") => conformance(args),
-        Some("conformance-server") => conformance_server(args),
-        Some("repair") => repair(args),
-        None | Some("help" | "-h" | "--help") => {
-            print!("{HELP}");
-            ExitCode::SUCCESS
+    let cli = match Cli::try_parse_from(args) {
+        Ok(cli) => cli,
+        Err(e) => {
+            let _ = e.print();
+            return ExitCode::from(if e.use_stderr() { 2 } else { 0 });
         }
-        Some("-V" | "--version") => {
-            println!("taskstream {}", env!("CARGO_PKG_VERSION"));
-            ExitCode::SUCCESS
-        }
-        Some(_) => {
-            let shown = command.unwrap_or_default();
-            eprintln!("taskstream: unknown command {shown:?}\n\n{HELP}");
-            ExitCode::from(2)
-        }
+    };
+    let Some(command) = cli.command else {
+        use clap::CommandFactory as _;
+        print!("{}", Cli::command().render_help());
+        return ExitCode::SUCCESS;
+    };
+    match command {
+        Subcommand::Serve(w) => serve(w.args.into_iter()),
+        Subcommand::Connect(w) => taskstream_server::connect::main(w.args.into_iter()),
+        Subcommand::Gateway(w) => taskstream_server::gateway::main(w.args.into_iter()),
+        Subcommand::Demo(w) => demo::main(w.args.into_iter()),
+        Subcommand::Conformance(w) => conformance(w.args.into_iter()),
+        Subcommand::ConformanceServer(w) => conformance_server(w.args.into_iter()),
+        Subcommand::Repair(w) => repair(w.args.into_iter()),
     }
 }
 
@@ -97,34 +116,28 @@ fn conformance(args: impl Iterator<Item = OsString>) -> ExitCode {
 /// `taskstream conformance-server [--fault NAME]...`: the suite's in-memory reference server on
 /// stdio, for client authors' tests (`taskstream_conformance::faulty`).
 fn conformance_server(args: impl Iterator<Item = OsString>) -> ExitCode {
-    let mut words = Vec::new();
-    for arg in args {
-        match arg.into_string() {
-            Ok(word) => words.push(word),
-            Err(bad) => {
-                eprintln!("taskstream conformance-server: argument {bad:?} is not UTF-8");
-                return ExitCode::from(2);
-            }
-        }
-    }
     let status =
-        taskstream_conformance::faulty::main_with_args("taskstream conformance-server", &words);
+        taskstream_conformance::faulty::main_with_args("taskstream conformance-server", args);
     ExitCode::from(u8::try_from(status).unwrap_or(1))
 }
 
 fn serve(args: impl Iterator<Item = OsString>) -> ExitCode {
     let config = match config::parse_serve(args, |k| std::env::var_os(k)) {
         Ok(ServeCommand::Help) => {
-            print!("{}", config::SERVE_HELP);
+            print!("{}", config::serve_help());
             return ExitCode::SUCCESS;
         }
         Ok(ServeCommand::Run(c)) => *c,
+        Ok(other) => {
+            eprintln!("taskstream serve: {other:?} is not a command this binary knows");
+            return ExitCode::from(2);
+        }
         Err(e) => {
-            eprintln!("taskstream serve: {e}\n\n{}", config::SERVE_HELP);
+            eprintln!("taskstream serve: {e}");
             return ExitCode::from(2);
         }
     };
-    let builder = taskstream::ServerBuilder::new("taskstream", env!("CARGO_PKG_VERSION"))
+    let builder = taskstream_server::ServerBuilder::new("taskstream", env!("CARGO_PKG_VERSION"))
         .builtin_tools()
         .config(config);
     match builder.serve() {
@@ -150,7 +163,7 @@ fn store_config(config: &ServeConfig) -> StoreConfig {
 fn repair(args: impl Iterator<Item = OsString>) -> ExitCode {
     let config = match config::parse_serve(args, |k| std::env::var_os(k)) {
         Ok(ServeCommand::Run(c)) if c.data_dir.is_some() => c,
-        Ok(ServeCommand::Run(_) | ServeCommand::Help) => {
+        Ok(_) => {
             eprintln!("usage: taskstream repair --data-dir DIR [serve options]");
             return ExitCode::from(2);
         }
@@ -159,7 +172,7 @@ fn repair(args: impl Iterator<Item = OsString>) -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let store = match Store::repair(store_config(&config), taskstream::clock::now()) {
+    let store = match Store::repair(store_config(&config), taskstream_server::clock::now()) {
         Ok(s) => s,
         Err(e) => {
             eprintln!("taskstream repair: cannot open the store: {e}");

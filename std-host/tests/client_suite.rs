@@ -1,4 +1,4 @@
-//! Tests of `taskstream::client` and `taskstream demo`: one test binary with modules.
+//! Tests of `taskstream_client` and `taskstream demo`: one test binary with modules.
 //!
 //! | module | what |
 //! | --- | --- |
@@ -12,15 +12,9 @@
 //! No test sleeps to wait for a condition: each waits on the condition itself (a stream's
 //! end, a message on a channel) with a deadline.
 
-#[path = "client_suite/conformance_server.rs"]
 mod conformance_server;
-#[path = "client_suite/cursor.rs"]
 mod cursor;
-#[path = "client_suite/demo.rs"]
 mod demo;
-#[path = "client_suite/fake.rs"]
 mod fake;
-#[path = "client_suite/http.rs"]
 mod http;
-#[path = "client_suite/real.rs"]
 mod real;

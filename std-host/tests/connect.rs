@@ -3,8 +3,7 @@
 //! a deadline. Requirement IDs are those of `docs/specification/requirements.md`.
 
 #[allow(dead_code)]
-#[path = "server/client.rs"]
-mod client;
+use crate::server::client;
 
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::fs::PermissionsExt;
@@ -446,7 +445,7 @@ fn the_server_refuses_a_peer_of_another_uid() {
     let out = Command::new("setpriv")
         .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
         .arg(&me)
-        .args(["--ignored", "--exact", "peer_probe", "--nocapture"])
+        .args(["--ignored", "--exact", "connect::peer_probe", "--nocapture"])
         .env("TASKSTREAM_PEER_SOCKET", dir.socket())
         .stdin(Stdio::null())
         .output()

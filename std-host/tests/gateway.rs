@@ -8,9 +8,7 @@
 //! Python SDK's FastMCP in `tests/interop/.venv`, `@modelcontextprotocol/server-everything`
 //! under `tests/interop/gateway`); `scripts/gateway` runs them with `--ignored`.
 
-#[path = "server/client.rs"]
-#[allow(dead_code)]
-mod client;
+use crate::server::client;
 
 use std::path::PathBuf;
 

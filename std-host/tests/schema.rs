@@ -4,9 +4,7 @@
 //! So the chapter cannot drift from the code, nor the code from the chapter.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-#[path = "server/client.rs"]
-#[allow(dead_code)]
-mod client;
+use crate::server::client;
 
 use std::path::{Path, PathBuf};
 

@@ -76,7 +76,7 @@ pub fn main_with_args(args: &[String]) -> i32 {
         }
         Ok(Request::Run(config)) => config,
         Err(message) => {
-            eprintln!("taskstream-conformance: {message}\n\n{USAGE}");
+            eprintln!("taskstream-conformance: {message}\n\nUsage: taskstream-conformance [OPTIONS] [--] CMD [ARGS...]\n       taskstream-conformance [OPTIONS] --url URL\n(--help for more)");
             return 2;
         }
     };
@@ -90,93 +90,116 @@ pub fn main_with_args(args: &[String]) -> i32 {
     report.exit_code()
 }
 
+/// The command line, as clap reads it; [`USAGE`] is its help. Options left out keep the
+/// defaults of [`Config::new`], the one place they are written.
+#[derive(clap::Parser, Debug)]
+#[command(
+    name = "taskstream-conformance",
+    disable_help_flag = true,
+    disable_version_flag = true,
+    args_override_self = true
+)]
+struct Cli {
+    #[arg(short, long)]
+    help: bool,
+    #[arg(long, value_parser = http_url)]
+    url: Option<String>,
+    #[arg(long, value_parser = http_url)]
+    small_retention_url: Option<String>,
+    #[arg(long, value_parser = http_url)]
+    aged_retention_url: Option<String>,
+    #[arg(long)]
+    long_lived: bool,
+    #[arg(long, value_parser = ["modern", "legacy", "both"])]
+    era: Option<String>,
+    #[arg(long)]
+    tool: Option<String>,
+    #[arg(long, value_parser = json_object)]
+    args: Option<Value>,
+    #[arg(long)]
+    interval_ms: Option<u64>,
+    #[arg(long, value_parser = shell_command)]
+    small_retention_cmd: Option<Words>,
+    #[arg(long, value_parser = shell_command)]
+    aged_retention_cmd: Option<Words>,
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+    aged_wait_ms: Option<u64>,
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+    timeout_ms: Option<u64>,
+    #[arg(long)]
+    quiet_ms: Option<u64>,
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
+    stream_probe: Option<u64>,
+    #[arg(long)]
+    verbose: bool,
+    /// The server command, after `--` or from the first word that is not an option on.
+    #[arg(trailing_var_arg = true)]
+    command: Vec<String>,
+}
+
+/// A clap error as one message: its first paragraph, without the usage that follows it or the
+/// `error: ` prefix (the caller says whose error it is).
+pub(crate) fn clap_message(e: &clap::Error) -> String {
+    let text = e.render().to_string();
+    let text = text.trim_end();
+    let text = text.split("\n\nUsage:").next().unwrap_or(text);
+    text.strip_prefix("error: ").unwrap_or(text).to_owned()
+}
+
+/// A command split into words.
+#[derive(Clone, Debug)]
+struct Words(Vec<String>);
+
 fn parse(args: &[String]) -> Result<Request, String> {
-    let mut config = Config::new(Vec::new());
-    let mut words = args.iter();
-    while let Some(word) = words.next() {
-        if word == "--" {
-            config.command = words.cloned().collect();
-            break;
-        }
-        if word == "-h" || word == "--help" {
-            return Ok(Request::Help);
-        }
-        if !word.starts_with('-') {
-            config.command = std::iter::once(word).chain(words).cloned().collect();
-            break;
-        }
-        let (flag, inline) = match word.split_once('=') {
-            Some((flag, value)) => (flag, Some(value.to_owned())),
-            None => (word.as_str(), None),
-        };
-        if flag == "--verbose" {
-            config.verbose = true;
-            continue;
-        }
-        if flag == "--long-lived" {
-            config.long_lived = true;
-            continue;
-        }
-        let value = match inline {
-            Some(value) => value,
-            None => words
-                .next()
-                .cloned()
-                .ok_or_else(|| format!("{flag} needs a value"))?,
-        };
-        match flag {
-            "--era" => {
-                config.eras = match value.as_str() {
-                    "modern" => vec![Era::Modern],
-                    "legacy" => vec![Era::Legacy],
-                    "both" => Era::BOTH.to_vec(),
-                    other => {
-                        return Err(format!(
-                            "--era must be modern, legacy or both, not {other:?}"
-                        ))
-                    }
-                }
-            }
-            "--tool" => config.profile.tool = value,
-            "--args" => {
-                let args: Value = serde_json::from_str(&value)
-                    .map_err(|error| format!("--args is not JSON: {error}"))?;
-                if !args.is_object() {
-                    return Err("--args must be a JSON object".to_owned());
-                }
-                config.profile.args = Some(args);
-            }
-            "--interval-ms" => config.interval_ms = number(flag, &value)?,
-            "--small-retention-cmd" => {
-                let command = split_command(&value)?;
-                if command.is_empty() {
-                    return Err("--small-retention-cmd is empty".to_owned());
-                }
-                config.small_retention_command = Some(command);
-            }
-            "--aged-retention-cmd" => {
-                let command = split_command(&value)?;
-                if command.is_empty() {
-                    return Err("--aged-retention-cmd is empty".to_owned());
-                }
-                config.aged_retention_command = Some(command);
-            }
-            "--url" => config.command = vec![http_url(flag, &value)?],
-            "--small-retention-url" => {
-                config.small_retention_command = Some(vec![http_url(flag, &value)?]);
-            }
-            "--aged-retention-url" => {
-                config.aged_retention_command = Some(vec![http_url(flag, &value)?]);
-            }
-            "--aged-wait-ms" => config.aged_wait = Duration::from_millis(positive(flag, &value)?),
-            "--timeout-ms" => config.timeout = Duration::from_millis(positive(flag, &value)?),
-            "--quiet-ms" => config.quiet = Duration::from_millis(number(flag, &value)?),
-            "--stream-probe" => {
-                config.stream_probe = usize::try_from(positive(flag, &value)?)
-                    .map_err(|_| format!("{flag} is too large"))?;
-            }
-            other => return Err(format!("unknown option {other}")),
-        }
+    use clap::Parser as _;
+    let argv = std::iter::once("taskstream-conformance").chain(args.iter().map(String::as_str));
+    let cli = Cli::try_parse_from(argv).map_err(|e| clap_message(&e))?;
+    if cli.help {
+        return Ok(Request::Help);
+    }
+    let mut config = Config::new(cli.command);
+    if let Some(url) = cli.url {
+        config.command = vec![url];
+    }
+    config.verbose = cli.verbose;
+    config.long_lived = cli.long_lived;
+    match cli.era.as_deref() {
+        Some("modern") => config.eras = vec![Era::Modern],
+        Some("legacy") => config.eras = vec![Era::Legacy],
+        _ => {}
+    }
+    if let Some(tool) = cli.tool {
+        config.profile.tool = tool;
+    }
+    if cli.args.is_some() {
+        config.profile.args = cli.args;
+    }
+    if let Some(n) = cli.interval_ms {
+        config.interval_ms = n;
+    }
+    if let Some(Words(command)) = cli.small_retention_cmd {
+        config.small_retention_command = Some(command);
+    }
+    if let Some(Words(command)) = cli.aged_retention_cmd {
+        config.aged_retention_command = Some(command);
+    }
+    if let Some(url) = cli.small_retention_url {
+        config.small_retention_command = Some(vec![url]);
+    }
+    if let Some(url) = cli.aged_retention_url {
+        config.aged_retention_command = Some(vec![url]);
+    }
+    if let Some(ms) = cli.aged_wait_ms {
+        config.aged_wait = Duration::from_millis(ms);
+    }
+    if let Some(ms) = cli.timeout_ms {
+        config.timeout = Duration::from_millis(ms);
+    }
+    if let Some(ms) = cli.quiet_ms {
+        config.quiet = Duration::from_millis(ms);
+    }
+    if let Some(n) = cli.stream_probe {
+        config.stream_probe = usize::try_from(n).map_err(|_| "--stream-probe is too large")?;
     }
     if config.command.is_empty() {
         return Err("no server command or --url given".to_owned());
@@ -185,89 +208,30 @@ fn parse(args: &[String]) -> Result<Request, String> {
 }
 
 /// A Streamable HTTP endpoint: `http://host:port/path`.
-fn http_url(flag: &str, value: &str) -> Result<String, String> {
+fn http_url(value: &str) -> Result<String, String> {
     match value.strip_prefix("http://") {
         Some(rest) if !rest.is_empty() && !rest.contains(char::is_whitespace) => {
             Ok(value.to_owned())
         }
-        _ => Err(format!(
-            "{flag} needs an http:// URL (e.g. http://127.0.0.1:8080/mcp), not {value:?}"
-        )),
+        _ => Err("expected an http:// URL (e.g. http://127.0.0.1:8080/mcp)".to_owned()),
     }
 }
 
-fn number(flag: &str, value: &str) -> Result<u64, String> {
-    value
-        .parse()
-        .map_err(|_| format!("{flag} needs a whole number, not {value:?}"))
-}
-
-fn positive(flag: &str, value: &str) -> Result<u64, String> {
-    match number(flag, value)? {
-        0 => Err(format!("{flag} must be above 0")),
-        n => Ok(n),
+fn json_object(value: &str) -> Result<Value, String> {
+    match serde_json::from_str::<Value>(value) {
+        Ok(v) if v.is_object() => Ok(v),
+        Ok(_) => Err("expected a JSON object".to_owned()),
+        Err(e) => Err(format!("not JSON: {e}")),
     }
 }
 
-/// Splits a command line as a POSIX shell would for words: blanks separate, single quotes keep
-/// everything, double quotes keep all but `\"` and `\\`, a backslash outside quotes escapes.
-fn split_command(line: &str) -> Result<Vec<String>, String> {
-    let mut words = Vec::new();
-    let mut word = String::new();
-    let mut in_word = false;
-    let mut chars = line.chars();
-    while let Some(c) = chars.next() {
-        match c {
-            ' ' | '\t' | '\n' => {
-                if in_word {
-                    words.push(std::mem::take(&mut word));
-                    in_word = false;
-                }
-            }
-            '\'' => {
-                in_word = true;
-                loop {
-                    match chars.next() {
-                        Some('\'') => break,
-                        Some(c) => word.push(c),
-                        None => return Err("unclosed ' in a command".to_owned()),
-                    }
-                }
-            }
-            '"' => {
-                in_word = true;
-                loop {
-                    match chars.next() {
-                        Some('"') => break,
-                        Some('\\') => match chars.next() {
-                            Some(c @ ('"' | '\\')) => word.push(c),
-                            Some(c) => {
-                                word.push('\\');
-                                word.push(c);
-                            }
-                            None => return Err("unclosed \" in a command".to_owned()),
-                        },
-                        Some(c) => word.push(c),
-                        None => return Err("unclosed \" in a command".to_owned()),
-                    }
-                }
-            }
-            '\\' => {
-                in_word = true;
-                if let Some(c) = chars.next() {
-                    word.push(c);
-                }
-            }
-            c => {
-                in_word = true;
-                word.push(c);
-            }
-        }
+/// A command given as one string, split as a POSIX shell splits words (`shlex`).
+fn shell_command(line: &str) -> Result<Words, String> {
+    match shlex::split(line) {
+        Some(words) if !words.is_empty() => Ok(Words(words)),
+        Some(_) => Err("the command is empty".to_owned()),
+        None => Err("unclosed quote or trailing backslash in the command".to_owned()),
     }
-    if in_word {
-        words.push(word);
-    }
-    Ok(words)
 }
 
 #[cfg(test)]
@@ -394,9 +358,24 @@ mod tests {
     #[test]
     fn shell_words() {
         assert_eq!(
-            split_command(r#"a  "b c" 'd "e"' f\ g "h\"i" '' x"#).ok(),
+            shell_command(r#"a  "b c" 'd "e"' f\ g "h\"i" '' x"#)
+                .ok()
+                .map(|w| w.0),
             Some(args(&["a", "b c", "d \"e\"", "f g", "h\"i", "", "x"]))
         );
-        assert_eq!(split_command("  ").ok(), Some(Vec::new()));
+        assert!(shell_command("  ").is_err());
+        assert!(shell_command("a 'b").is_err());
+    }
+
+    #[test]
+    fn messages_say_what_is_allowed() {
+        let message = |words: &[&str]| match parse(&args(words)) {
+            Err(m) => m,
+            Ok(r) => panic!("{words:?} gave {r:?}"),
+        };
+        assert!(message(&["--era", "new", "srv"]).contains("modern"));
+        assert!(message(&["--timeout-ms", "0", "srv"]).contains("1.."));
+        assert!(message(&["--url", "ftp://x"]).contains("http://"));
+        assert!(message(&["--bogus", "srv"]).contains("--bogus"));
     }
 }

@@ -105,7 +105,7 @@ impl Gate {
 }
 
 /// What the reader threads share with the connection.
-struct Shared {
+struct HttpConnState {
     endpoint: Endpoint,
     modern: bool,
     session: Mutex<Option<String>>,
@@ -123,7 +123,7 @@ struct Shared {
 
 /// One client connection to a Streamable HTTP endpoint, in one era.
 pub(crate) struct HttpConn {
-    shared: Arc<Shared>,
+    shared: Arc<HttpConnState>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -135,7 +135,7 @@ impl HttpConn {
     pub(crate) fn new(url: &str, modern: bool, tx: Sender<Incoming>) -> Result<HttpConn, String> {
         let endpoint = Endpoint::parse(url)?;
         Ok(HttpConn {
-            shared: Arc::new(Shared {
+            shared: Arc::new(HttpConnState {
                 endpoint,
                 modern,
                 session: Mutex::new(None),
@@ -281,7 +281,7 @@ impl Drop for HttpConn {
     }
 }
 
-impl Shared {
+impl HttpConnState {
     fn connect(&self) -> io::Result<TcpStream> {
         let addrs = self.endpoint.authority.to_socket_addrs()?;
         let mut last = io::Error::new(io::ErrorKind::NotFound, "no address");

@@ -33,7 +33,7 @@ pub(crate) enum Incoming {
 }
 
 /// A running server process, or a connection to a Streamable HTTP endpoint.
-pub(crate) struct Server {
+pub(crate) struct ServerUnderTest {
     backend: Backend,
     lines: Receiver<Incoming>,
     label: String,
@@ -62,13 +62,17 @@ pub(crate) fn http_url(command: &[String]) -> Option<&str> {
     }
 }
 
-impl Server {
+impl ServerUnderTest {
     /// Starts `command` (program first) with piped stdio. `label` names it in the verbose log.
     ///
     /// # Errors
     ///
     /// The spawn error, or `InvalidInput` for an empty command.
-    pub(crate) fn spawn(command: &[String], label: &str, verbose: bool) -> io::Result<Server> {
+    pub(crate) fn spawn(
+        command: &[String],
+        label: &str,
+        verbose: bool,
+    ) -> io::Result<ServerUnderTest> {
         let Some((program, args)) = command.split_first() else {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidInput,
@@ -122,7 +126,7 @@ impl Server {
                 let _ = done.send(());
             });
         }
-        Ok(Server {
+        Ok(ServerUnderTest {
             backend: Backend::Process {
                 child,
                 stdin,
@@ -148,11 +152,11 @@ impl Server {
         modern: bool,
         label: &str,
         verbose: bool,
-    ) -> io::Result<Server> {
+    ) -> io::Result<ServerUnderTest> {
         let (tx, lines) = mpsc::channel();
         let conn = HttpConn::new(url, modern, tx)
             .map_err(|why| io::Error::new(io::ErrorKind::InvalidInput, why))?;
-        Ok(Server {
+        Ok(ServerUnderTest {
             backend: Backend::Http(conn),
             lines,
             label: label.to_owned(),
@@ -244,7 +248,7 @@ impl Server {
     }
 }
 
-impl Drop for Server {
+impl Drop for ServerUnderTest {
     fn drop(&mut self) {
         // An HTTP connection closes itself (`HttpConn`'s drop); the endpoint serves on.
         let Backend::Process {

@@ -15,7 +15,6 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use taskstream::store::Durability;
 use taskstream_benches::http::HttpSession;
 use taskstream_benches::raw::{self, PipeMode};
 use taskstream_benches::stats::{median, range, rate, secs};
@@ -23,6 +22,7 @@ use taskstream_benches::stdio::{Received, StdioServer};
 use taskstream_benches::store::{append_concurrently, create_task, fill, open, task_id};
 use taskstream_benches::{emit_data_len, payload_of, scratch_dir, taskstream_bin};
 use taskstream_core::{rpc, RetentionPolicy, Seq};
+use taskstream_store::Durability;
 
 struct Options {
     rounds: usize,

@@ -21,11 +21,11 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Barrier, Mutex};
 use std::time::{Duration, Instant};
 
-use taskstream::store::{
+use taskstream_core::{Millis, RetentionPolicy, Seq};
+use taskstream_store::{
     Durability, PgConfig, PgStore, RawEvent, Store, StoreConfig, TaskRecord, TaskStatus, TaskStore,
     DEFAULT_MAX_STORE_BYTES,
 };
-use taskstream_core::{Millis, RetentionPolicy, Seq};
 
 const PAYLOAD_BYTES: usize = 300;
 const ONE_APPENDER: usize = 300;
@@ -42,7 +42,7 @@ fn retention() -> RetentionPolicy {
 }
 
 fn record(id: &str) -> TaskRecord {
-    let now = taskstream::clock::now();
+    let now = taskstream_store::clock::now();
     TaskRecord {
         task_id: id.to_owned(),
         principal: "bench".into(),
@@ -72,7 +72,7 @@ fn append(store: &dyn TaskStore, task: &str, i: usize) {
 }
 
 fn create(store: &dyn TaskStore, task: &str) {
-    if let Err(e) = store.create_task(record(task), taskstream::clock::now()) {
+    if let Err(e) = store.create_task(record(task), taskstream_store::clock::now()) {
         eprintln!("create failed: {e:?}");
         std::process::exit(1);
     }
@@ -302,7 +302,7 @@ fn main() {
             retention: retention(),
             max_store_bytes: DEFAULT_MAX_STORE_BYTES,
         },
-        taskstream::clock::now(),
+        taskstream_store::clock::now(),
     ) {
         Ok(s) => Arc::new(s),
         Err(e) => {

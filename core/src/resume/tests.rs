@@ -1,11 +1,11 @@
 use super::*;
 
-fn s(n: u64) -> Seq {
+fn seq(n: u64) -> Seq {
     Seq::new(n).unwrap()
 }
 
 fn r(earliest: u64, next: u64) -> Retained {
-    Retained::new(s(earliest), s(next)).unwrap()
+    Retained::new(seq(earliest), seq(next)).unwrap()
 }
 
 use Lifecycle::{Running, Terminal};
@@ -18,20 +18,24 @@ fn check(
     lifecycle: Lifecycle,
     expected: Result<Resume, ResumeError>,
 ) {
-    assert_eq!(decide(after.map(s), retained, lifecycle), expected, "{id}");
+    assert_eq!(
+        decide(after.map(seq), retained, lifecycle),
+        expected,
+        "{id}"
+    );
 }
 
 #[test]
 fn the_rules_of_the_sep_one_row_each() {
-    let gone = |e| Err(ResumeError::EventsGone { earliest: s(e) });
+    let gone = |e| Err(ResumeError::EventsGone { earliest: seq(e) });
     let ahead = |a, n| {
         Err(ResumeError::CursorAhead {
-            after: s(a),
-            next: s(n),
+            after: seq(a),
+            next: seq(n),
         })
     };
-    let replay = |f| Ok(Resume::Replay { from: s(f) });
-    let live = |f| Ok(Resume::Live { from: s(f) });
+    let replay = |f| Ok(Resume::Replay { from: seq(f) });
+    let live = |f| Ok(Resume::Live { from: seq(f) });
     let complete = Ok(Resume::Complete);
 
     // RS-05: no cursor starts at the earliest retained event.
@@ -73,7 +77,7 @@ fn the_rules_of_the_sep_one_row_each() {
 
 #[test]
 fn the_cursor_limit_itself_is_handled() {
-    let full = Retained::new(s(5), Seq::MAX).unwrap();
+    let full = Retained::new(seq(5), Seq::MAX).unwrap();
     let last = Seq::MAX.prev().unwrap();
     assert_eq!(
         decide(Some(last), full, Lifecycle::Terminal),
@@ -94,7 +98,7 @@ fn exhaustive_small_scope_against_a_set_model() {
                 let lifecycle = if terminal { Terminal } else { Running };
                 let retained: std::vec::Vec<u64> = (earliest..next).collect();
                 for after in core::iter::once(None).chain((0..=next + 2).map(Some)) {
-                    let got = decide(after.map(s), r(earliest, next), lifecycle);
+                    let got = decide(after.map(seq), r(earliest, next), lifecycle);
                     // Model: the events the client still needs are all seqs > after.
                     let expected = match after {
                         Some(a) if a + 1 > next => "invalid",

@@ -87,7 +87,7 @@ fn the_byte_arena_evicts_and_wraps() {
     for i in 0..50u64 {
         let text = std::format!("{{\"s\":\"{:02}\"}}", i % 100);
         assert_eq!(text.len(), 10);
-        r.append(Millis(0), ty(), payload(&text), &p).unwrap();
+        let _filled = r.append(Millis(0), ty(), payload(&text), &p).unwrap();
         let c = contents(&r);
         assert!(c.len() <= 3 && !c.is_empty());
         // What is retained is always the newest events, gap-free, in order.
@@ -106,7 +106,7 @@ fn oversized_events_are_refused_and_the_ring_is_unchanged() {
         max_payload_bytes: 16,
         ..policy()
     };
-    r.append(Millis(0), ty(), payload("{\"a\":1}"), &p).unwrap();
+    let _filled = r.append(Millis(0), ty(), payload("{\"a\":1}"), &p).unwrap();
     let big = std::format!("{{\"a\":\"{}\"}}", "x".repeat(20));
     assert_eq!(
         r.append(Millis(0), ty(), payload(&big), &p),
@@ -131,7 +131,8 @@ fn oversized_events_are_refused_and_the_ring_is_unchanged() {
 #[test]
 fn payloads_are_stored_compact() {
     let mut r: EventRing<4, 256> = EventRing::new();
-    r.append(Millis(0), ty(), payload("{ \"a\" :\n [1, 2] }"), &policy())
+    let _filled = r
+        .append(Millis(0), ty(), payload("{ \"a\" :\n [1, 2] }"), &policy())
         .unwrap();
     assert_eq!(r.get(Seq::ZERO).unwrap().payload, b"{\"a\":[1,2]}");
 }
@@ -144,7 +145,7 @@ fn policy_limits_apply_below_the_capacity() {
         ..policy()
     };
     for _ in 0..5 {
-        r.append(Millis(0), ty(), payload("{}"), &p).unwrap();
+        let _filled = r.append(Millis(0), ty(), payload("{}"), &p).unwrap();
     }
     assert_eq!(r.len(), 3);
     assert_eq!(r.retained().earliest().get(), 2);
@@ -153,7 +154,7 @@ fn policy_limits_apply_below_the_capacity() {
         max_bytes: 2 * (TICK.len() as u32 + 2),
         ..policy()
     };
-    r.append(Millis(0), ty(), payload("{}"), &p).unwrap();
+    let _filled = r.append(Millis(0), ty(), payload("{}"), &p).unwrap();
     assert_eq!(r.len(), 2);
 }
 
@@ -165,7 +166,7 @@ fn expiry_uses_the_callers_clock() {
         ..policy()
     };
     for t in [0u64, 5, 20] {
-        r.append(Millis(t), ty(), payload("{}"), &p).unwrap();
+        let _filled = r.append(Millis(t), ty(), payload("{}"), &p).unwrap();
     }
     assert_eq!(
         r.expire(Millis(16), &p),

@@ -2,7 +2,7 @@ use super::*;
 use crate::resume::decide;
 use std::vec::Vec;
 
-fn s(n: u64) -> Seq {
+fn seq(n: u64) -> Seq {
     Seq::new(n).unwrap()
 }
 
@@ -12,7 +12,7 @@ fn id(n: i64) -> RequestId {
 
 fn progress(earliest: u64, next: u64, terminal: bool) -> Option<Progress> {
     Some(Progress {
-        retained: Retained::new(s(earliest), s(next)).unwrap(),
+        retained: Retained::new(seq(earliest), seq(next)).unwrap(),
         lifecycle: if terminal {
             Lifecycle::Terminal
         } else {
@@ -34,7 +34,7 @@ fn drain(t: &mut StreamTable<u8, 4>, p: Option<Progress>) -> Vec<Pump<u8>> {
 fn one_active_stream_per_task_and_a_limit() {
     // TS-05, TS-06, SE-07
     let mut t: StreamTable<u8, 4> = StreamTable::new(2);
-    let live = Resume::Live { from: s(0) };
+    let live = Resume::Live { from: seq(0) };
     assert_eq!(t.open(id(1), 7, live), Ok(Opened::Streaming));
     assert_eq!(t.check_open(7), Err(OpenError::StreamActive));
     assert_eq!(t.open(id(2), 7, live), Err(OpenError::StreamActive));
@@ -55,7 +55,7 @@ fn one_active_stream_per_task_and_a_limit() {
 fn replay_then_live_then_complete_in_order() {
     // TS-03, EV-04, DX-07
     let mut t: StreamTable<u8, 4> = StreamTable::new(4);
-    t.open(id(1), 0, Resume::Replay { from: s(2) }).unwrap();
+    t.open(id(1), 0, Resume::Replay { from: seq(2) }).unwrap();
     let seqs = |v: Vec<Pump<u8>>| -> Vec<u64> {
         v.into_iter()
             .map(|p| match p {
@@ -71,7 +71,10 @@ fn replay_then_live_then_complete_in_order() {
     assert_eq!(
         drain(&mut t, progress(0, 7, true)),
         [
-            Pump::Event { task: 0, seq: s(6) },
+            Pump::Event {
+                task: 0,
+                seq: seq(6)
+            },
             Pump::Complete {
                 id: id(1),
                 task: 0,
@@ -88,10 +91,13 @@ fn replay_then_live_then_complete_in_order() {
 fn cancellation_stops_delivery_and_is_silent() {
     // TS-08, DX-04
     let mut t: StreamTable<u8, 4> = StreamTable::new(4);
-    t.open(id(1), 0, Resume::Replay { from: s(0) }).unwrap();
+    t.open(id(1), 0, Resume::Replay { from: seq(0) }).unwrap();
     assert_eq!(
         t.poll(|_| progress(0, 3, false)),
-        Some(Pump::Event { task: 0, seq: s(0) })
+        Some(Pump::Event {
+            task: 0,
+            seq: seq(0)
+        })
     );
     assert_eq!(t.cancel(&id(1)), Some(0));
     assert_eq!(t.cancel(&id(1)), None);
@@ -102,17 +108,20 @@ fn cancellation_stops_delivery_and_is_silent() {
 fn a_slow_stream_overtaken_by_retention_gets_events_gone_not_a_gap() {
     // RS-07
     let mut t: StreamTable<u8, 4> = StreamTable::new(4);
-    t.open(id(1), 0, Resume::Replay { from: s(0) }).unwrap();
+    t.open(id(1), 0, Resume::Replay { from: seq(0) }).unwrap();
     assert_eq!(
         t.poll(|_| progress(0, 10, false)),
-        Some(Pump::Event { task: 0, seq: s(0) })
+        Some(Pump::Event {
+            task: 0,
+            seq: seq(0)
+        })
     );
     assert_eq!(
         t.poll(|_| progress(5, 10, false)),
         Some(Pump::Gone {
             id: id(1),
             task: 0,
-            earliest: s(5),
+            earliest: seq(5),
             meta: ()
         })
     );
@@ -122,7 +131,7 @@ fn a_slow_stream_overtaken_by_retention_gets_events_gone_not_a_gap() {
 #[test]
 fn a_vanished_task_completes_its_streams() {
     let mut t: StreamTable<u8, 4> = StreamTable::new(4);
-    t.open(id(1), 0, Resume::Live { from: s(3) }).unwrap();
+    t.open(id(1), 0, Resume::Live { from: seq(3) }).unwrap();
     assert_eq!(
         drain(&mut t, None),
         [Pump::Complete {
@@ -137,7 +146,7 @@ fn a_vanished_task_completes_its_streams() {
 fn streams_are_served_round_robin() {
     let mut t: StreamTable<u8, 4> = StreamTable::new(4);
     for task in 0..3u8 {
-        t.open(id(task.into()), task, Resume::Replay { from: s(0) })
+        t.open(id(task.into()), task, Resume::Replay { from: seq(0) })
             .unwrap();
     }
     let mut order = Vec::new();
@@ -154,15 +163,18 @@ fn streams_are_served_round_robin() {
 fn open_after_decide_covers_every_start() {
     // The table and the decision together: a terminal, caught-up task never becomes active.
     let mut t: StreamTable<u8, 4> = StreamTable::new(4);
-    let r = Retained::new(s(0), s(3)).unwrap();
-    let start = decide(Some(s(2)), r, Lifecycle::Terminal).unwrap();
+    let r = Retained::new(seq(0), seq(3)).unwrap();
+    let start = decide(Some(seq(2)), r, Lifecycle::Terminal).unwrap();
     assert_eq!(t.open(id(1), 0, start), Ok(Opened::Complete));
-    let start = decide(Some(s(1)), r, Lifecycle::Terminal).unwrap();
+    let start = decide(Some(seq(1)), r, Lifecycle::Terminal).unwrap();
     assert_eq!(t.open(id(2), 0, start), Ok(Opened::Streaming));
     assert_eq!(
         drain(&mut t, progress(0, 3, true)),
         [
-            Pump::Event { task: 0, seq: s(2) },
+            Pump::Event {
+                task: 0,
+                seq: seq(2)
+            },
             Pump::Complete {
                 id: id(2),
                 task: 0,
@@ -182,7 +194,7 @@ fn removing_a_stream_keeps_the_others_in_turn() {
             id(task.into()),
             task,
             Resume::Replay {
-                from: s(task.into()),
+                from: seq(task.into()),
             },
         )
         .unwrap();
@@ -200,30 +212,33 @@ fn removing_a_stream_keeps_the_others_in_turn() {
     assert_eq!(t.cancel(&id(3)), Some(3));
     assert_eq!(t.cancel(&id(3)), None);
     assert_eq!(t.len(), 1);
-    assert_eq!(t.cursor(&id(2)), Some(s(4)));
+    assert_eq!(t.cursor(&id(2)), Some(seq(4)));
 }
 
 #[test]
 fn an_event_missed_after_the_pump_is_answered_by_the_table() {
     // RS-07: retention dropped seq 3 between the pump handing it out and the host's read.
     let mut t: StreamTable<u8, 4, &str> = StreamTable::new(4);
-    t.open_with(id(1), 0, Resume::Replay { from: s(3) }, "task-a")
+    t.open_with(id(1), 0, Resume::Replay { from: seq(3) }, "task-a")
         .unwrap();
     assert_eq!(
         t.poll(|_| progress(0, 10, false)),
-        Some(Pump::Event { task: 0, seq: s(3) })
+        Some(Pump::Event {
+            task: 0,
+            seq: seq(3)
+        })
     );
     assert_eq!(
-        t.missed(0, s(3), progress(6, 10, false)),
+        t.missed(0, seq(3), progress(6, 10, false)),
         Some(Missed::Gone {
             id: id(1),
             task: 0,
-            earliest: s(6),
+            earliest: seq(6),
             meta: "task-a"
         })
     );
     assert!(t.is_empty(), "the stream is removed, never left to skip");
-    assert_eq!(t.missed(0, s(3), progress(6, 10, false)), None);
+    assert_eq!(t.missed(0, seq(3), progress(6, 10, false)), None);
 }
 
 #[test]
@@ -231,12 +246,12 @@ fn a_missed_event_still_retained_is_unreadable_not_gone() {
     // Storage failed to give back a retained event: not events_gone (the client would resume
     // from a seq that is not the oldest retained).
     let mut t: StreamTable<u8, 4, u32> = StreamTable::new(4);
-    t.open_with(id(1), 0, Resume::Replay { from: s(3) }, 7)
+    t.open_with(id(1), 0, Resume::Replay { from: seq(3) }, 7)
         .unwrap();
-    t.open_with(id(2), 1, Resume::Replay { from: s(0) }, 8)
+    t.open_with(id(2), 1, Resume::Replay { from: seq(0) }, 8)
         .unwrap();
     assert_eq!(
-        t.missed(0, s(3), progress(3, 10, false)),
+        t.missed(0, seq(3), progress(3, 10, false)),
         Some(Missed::Unreadable {
             id: id(1),
             task: 0,
@@ -246,7 +261,7 @@ fn a_missed_event_still_retained_is_unreadable_not_gone() {
     // The other stream is untouched, and a vanished task completes.
     assert_eq!(t.meta(1), Some(&8));
     assert_eq!(
-        t.missed(1, s(0), None),
+        t.missed(1, seq(0), None),
         Some(Missed::Complete {
             id: id(2),
             task: 1,
@@ -259,9 +274,9 @@ fn a_missed_event_still_retained_is_unreadable_not_gone() {
 #[test]
 fn host_data_travels_with_its_stream_and_comes_back_once() {
     let mut t: StreamTable<u8, 4, &str> = StreamTable::new(4);
-    t.open_with(id(1), 0, Resume::Replay { from: s(0) }, "a")
+    t.open_with(id(1), 0, Resume::Replay { from: seq(0) }, "a")
         .unwrap();
-    t.open_with(id(2), 1, Resume::Replay { from: s(0) }, "b")
+    t.open_with(id(2), 1, Resume::Replay { from: seq(0) }, "b")
         .unwrap();
     // An open that completes at once keeps nothing.
     assert_eq!(

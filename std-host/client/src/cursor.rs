@@ -241,8 +241,8 @@ mod tests {
 
     #[test]
     fn file_names_are_hex_and_bounded() {
-        let dir = std::env::temp_dir().join(format!("ts-cursor-unit-{}", std::process::id()));
-        let store = FileCursorStore::open(&dir).expect("open");
+        let dir = tempfile::tempdir().expect("temp dir");
+        let store = FileCursorStore::open(dir.path()).expect("open");
         let path = store.path_of("a/../b").expect("valid id");
         assert_eq!(
             path.file_name().and_then(|n| n.to_str()),
@@ -250,6 +250,5 @@ mod tests {
         );
         assert!(store.path_of("").is_err());
         assert!(store.path_of(&"x".repeat(101)).is_err());
-        let _ = fs::remove_dir_all(&dir);
     }
 }

@@ -109,6 +109,7 @@ pub struct EventsGone {
 
 /// Something the server sent that breaks SEP-2694 or MCP; a strict client refuses it.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum Violation {
     #[error("event seq {seq} lacks the related-task _meta (NT-01)")]
     /// An event notification without `_meta["io.modelcontextprotocol/related-task"]` (NT-01).
@@ -158,6 +159,7 @@ pub enum Violation {
 
 /// An error of the connection or of one request.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum ClientError {
     #[error("I/O error talking to the server: {0}")]
     /// Spawning the server, or writing to it, failed.
@@ -216,6 +218,7 @@ impl ClientError {
 
 /// An error of a [`CursorStore`](crate::CursorStore).
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum CursorError {
     #[error("cursor store I/O error: {0}")]
     /// Reading, writing, syncing or renaming failed.
@@ -247,6 +250,7 @@ pub enum CursorError {
 /// error. In every case the persisted cursor is the last event the handler finished, so the
 /// caller can reconnect and follow again.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum FollowError<E> {
     #[error("{0}")]
     /// The connection or a request failed (including the server closing or being killed, and

@@ -94,7 +94,9 @@ struct Inflight {
     quiet: Arc<AtomicBool>,
 }
 
-struct Shared {
+/// What an [`HttpLink`] and its request threads share: the endpoint, the settings, the
+/// requests in flight.
+struct HttpLinkState {
     endpoint: Endpoint,
     token: Option<String>,
     connect_timeout: Duration,
@@ -111,7 +113,7 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
-impl Shared {
+impl HttpLinkState {
     /// Shuts down every open response quietly.
     fn abort_all(&self) {
         for (_, f) in lock(&self.inflight).drain() {
@@ -125,7 +127,7 @@ impl Shared {
 /// A handle on the transport, kept by the client.
 #[derive(Clone)]
 pub(crate) struct HttpLink {
-    shared: Arc<Shared>,
+    shared: Arc<HttpLinkState>,
     fail: Sender<Item>,
 }
 
@@ -170,7 +172,7 @@ impl Read for Inbox {
 
 /// The write side: each complete line is one `POST`.
 pub(crate) struct HttpWriter {
-    shared: Arc<Shared>,
+    shared: Arc<HttpLinkState>,
     tx: Sender<Item>,
     pending: Vec<u8>,
 }
@@ -217,7 +219,7 @@ pub(crate) fn open(
             what: "a bearer token with spaces or control characters".into(),
         });
     }
-    let shared = Arc::new(Shared {
+    let shared = Arc::new(HttpLinkState {
         endpoint,
         token: token.map(str::to_owned),
         connect_timeout,
@@ -323,7 +325,7 @@ impl HttpWriter {
     }
 }
 
-fn connect(shared: &Shared) -> io::Result<TcpStream> {
+fn connect(shared: &HttpLinkState) -> io::Result<TcpStream> {
     let addrs = shared.endpoint.authority.to_socket_addrs()?;
     let mut last = io::Error::new(io::ErrorKind::NotFound, "no address");
     for addr in addrs {
@@ -343,7 +345,7 @@ fn connect(shared: &Shared) -> io::Result<TcpStream> {
 
 /// One POST and its response, every message of which goes to the inbox.
 fn exchange(
-    shared: &Shared,
+    shared: &HttpLinkState,
     mut socket: TcpStream,
     headers: &[(&str, String)],
     body: &[u8],

@@ -491,7 +491,7 @@ impl Client {
     /// # Errors
     ///
     /// The request's errors (`-32602` for an unknown task).
-    pub fn get_task(&self, task_id: &str) -> Result<TaskInfo, ClientError> {
+    pub fn task_info(&self, task_id: &str) -> Result<TaskInfo, ClientError> {
         let result = self.request("tasks/get", json!({"taskId": task_id}))?;
         Ok(TaskInfo::parse("tasks/get", &result)?)
     }
@@ -519,7 +519,7 @@ impl Client {
         }
         let deadline = Instant::now() + timeout;
         loop {
-            let task = self.get_task(task_id)?;
+            let task = self.task_info(task_id)?;
             if task.status.is_terminal() {
                 if let Some(error) = task.error {
                     return Err(ClientError::Rpc {

@@ -34,6 +34,7 @@ use crate::types::TaskEvent;
 ///
 /// Every gap a policy accepts is recorded in [`FollowStats::gaps`]; none is accepted silently.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum GonePolicy {
     /// Resume with `after = earliestSeq - 1`: the first retained event comes next, and the lost
     /// range is recorded as a gap.
@@ -82,6 +83,7 @@ impl Default for StreamOptions {
 
 /// Which `after` the first `tasks/stream` of a follow sends.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum StartAt {
     /// The persisted cursor (omitted when there is none): RS-09.
     Cursor,
@@ -94,6 +96,7 @@ pub enum StartAt {
 
 /// How a follow ended without error.
 #[derive(Clone, Debug, PartialEq)]
+#[non_exhaustive]
 pub enum FollowEnd {
     /// The server closed the stream normally (the task is terminal and everything was sent),
     /// with this result.

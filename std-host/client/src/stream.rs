@@ -13,6 +13,7 @@ use crate::mcp_client::{wait_inbound, Client};
 
 /// What one wait on a stream yields.
 #[derive(Debug)]
+#[non_exhaustive]
 pub enum StreamItem {
     /// An event notification's params (parse with
     /// [`TaskEvent::parse`](crate::TaskEvent::parse)).

@@ -48,6 +48,7 @@ impl Era {
 
 /// How the client picks the era when it connects.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum EraChoice {
     /// Speak 2026-07-28; fail if `server/discover` fails.
     Modern,
@@ -77,6 +78,7 @@ pub struct ServerInfo {
 
 /// A task status (SEP-1686 and SEP-2663 share these names).
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum TaskStatus {
     /// `working`.
     Working,
@@ -238,6 +240,7 @@ pub struct ToolInfo {
 
 /// What a `tools/call` that may create a task returned.
 #[derive(Clone, Debug, PartialEq)]
+#[non_exhaustive]
 pub enum CallOutcome {
     /// The server ran the tool and answered with its result.
     Complete(Value),

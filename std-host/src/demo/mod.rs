@@ -1,7 +1,7 @@
 //! `taskstream demo`: the reviewer's walk-through of SEP-2694 on the real server.
 //!
 //! It starts `taskstream serve --http 127.0.0.1:0` (this same executable) as one long-lived
-//! child process on a fresh data dir, connects with [`crate::client`] over Streamable HTTP in
+//! child process on a fresh data dir, connects with [`taskstream_client`] over Streamable HTTP in
 //! the modern era, runs a bundled trace as a task and streams it; part way the client's
 //! connection is cut (the server and the task go on), the client reconnects and resumes from
 //! its persisted cursor while the task still produces, and a second client joins late and
@@ -36,84 +36,52 @@ use std::process::ExitCode;
 
 use serde_json::json;
 
-use crate::workloads::trace;
+use taskstream_server::trace;
 
 /// The trace replayed when `--trace` is not given: it has every kind of event the demo
 /// renders (growing text, tool calls and results, subtasks, artifacts).
-pub const DEFAULT_TRACE: &str = "agent-delegation";
+pub(crate) const DEFAULT_TRACE: &str = "agent-delegation";
 /// How long one replay of the trace should take by default, in seconds.
 const TARGET_REPLAY_SECS: f64 = 10.0;
 
-const HELP: &str = "\
-taskstream demo: a walk-through of SEP-2694 resumable task event streams on the real server
-
-USAGE:
-    taskstream demo [OPTIONS]
-
-It starts one long-lived `taskstream serve --http` on a fresh data dir, runs a bundled trace
-as a task and streams it; the client loses its connection part way, reconnects and resumes
-with `after` while the task runs on, and a second client joins late and replays. Then it kills
-the server with SIGKILL, restarts it, resumes with `after`, shows events_gone under a small
-retention and prints a verdict. Exit status 0 only if every check held.
-
-OPTIONS:
-    --trace NAME      the bundled trace to replay [default: agent-delegation]
-                      (code-review, build-and-test, agent-delegation)
-    --speed X         replay speed, times real time [default: the trace in about 10 s]
-    --data-dir DIR    use DIR (created if needed) instead of a fresh temporary dir, and keep it
-    --keep            keep the temporary dir (it is removed by default)
-    --json            print a machine-readable report on stdout (the timeline goes to stderr)
-    -h, --help        print this help
-";
-
+/// `taskstream demo`'s command line.
+#[derive(clap::Parser, Debug)]
+#[command(
+    name = "taskstream demo",
+    about = "A walk-through of SEP-2694 resumable task event streams on the real server",
+    long_about = "A walk-through of SEP-2694 resumable task event streams on the real server.\n\n\
+        It starts one long-lived `taskstream serve --http` on a fresh data dir, runs a bundled \
+        trace as a task and streams it; the client loses its connection part way, reconnects \
+        and resumes with `after` while the task runs on, and a second client joins late and \
+        replays. Then it kills the server with SIGKILL, restarts it, resumes with `after`, shows \
+        events_gone under a small retention and prints a verdict. Exit status 0 only if every \
+        check held.",
+    disable_version_flag = true,
+    args_override_self = true
+)]
 struct Options {
+    /// The bundled trace to replay (code-review, build-and-test, agent-delegation)
+    #[arg(long, value_name = "NAME", default_value = DEFAULT_TRACE)]
     trace: String,
+    /// Replay speed, times real time, in (0, 10000] [default: the trace in about 10 s]
+    #[arg(long, value_name = "X", value_parser = speed)]
     speed: Option<f64>,
+    /// Use DIR (created if needed) instead of a fresh temporary dir, and keep it
+    #[arg(long, value_name = "DIR")]
     data_dir: Option<PathBuf>,
+    /// Keep the temporary dir (it is removed by default)
+    #[arg(long)]
     keep: bool,
+    /// Print a machine-readable report on stdout (the timeline goes to stderr)
+    #[arg(long)]
     json: bool,
 }
 
-fn parse(args: impl Iterator<Item = OsString>) -> Result<Option<Options>, String> {
-    let mut options = Options {
-        trace: DEFAULT_TRACE.to_owned(),
-        speed: None,
-        data_dir: None,
-        keep: false,
-        json: false,
-    };
-    let mut args = args.map(|a| a.to_string_lossy().into_owned());
-    while let Some(arg) = args.next() {
-        let (flag, inline) = match arg.split_once('=') {
-            Some((f, v)) if f.starts_with("--") => (f.to_owned(), Some(v.to_owned())),
-            _ => (arg.clone(), None),
-        };
-        let mut value = |name: &str| {
-            inline
-                .clone()
-                .or_else(|| args.next())
-                .ok_or_else(|| format!("{name} needs a value"))
-        };
-        match flag.as_str() {
-            "-h" | "--help" => return Ok(None),
-            "--trace" => options.trace = value("--trace")?,
-            "--speed" => {
-                let v = value("--speed")?;
-                let speed: f64 = v
-                    .parse()
-                    .map_err(|_| format!("--speed {v:?} is not a number"))?;
-                if !(speed.is_finite() && speed > 0.0 && speed <= 10_000.0) {
-                    return Err(format!("--speed {v} must be in (0, 10000]"));
-                }
-                options.speed = Some(speed);
-            }
-            "--data-dir" => options.data_dir = Some(PathBuf::from(value("--data-dir")?)),
-            "--keep" => options.keep = true,
-            "--json" => options.json = true,
-            other => return Err(format!("unknown option {other:?}")),
-        }
+fn speed(v: &str) -> Result<f64, String> {
+    match v.parse::<f64>() {
+        Ok(x) if x.is_finite() && x > 0.0 && x <= 10_000.0 => Ok(x),
+        _ => Err("expected a number in (0, 10000]".to_owned()),
     }
-    Ok(Some(options))
 }
 
 /// A fresh directory under the system temp dir, removed when dropped unless kept.
@@ -127,16 +95,14 @@ fn fresh_temp_dir() -> Result<tempfile::TempDir, String> {
 /// Runs `taskstream demo` with the arguments after `demo`; the exit code is 0 only if every
 /// check held.
 #[must_use]
-pub fn main(args: impl Iterator<Item = OsString>) -> ExitCode {
-    let options = match parse(args) {
-        Ok(Some(o)) => o,
-        Ok(None) => {
-            print!("{HELP}");
-            return ExitCode::SUCCESS;
-        }
+pub(crate) fn main(args: impl Iterator<Item = OsString>) -> ExitCode {
+    use clap::Parser as _;
+    let options = match Options::try_parse_from(std::iter::once(OsString::from("demo")).chain(args))
+    {
+        Ok(o) => o,
         Err(e) => {
-            eprintln!("taskstream demo: {e}\n\n{HELP}");
-            return ExitCode::from(2);
+            let _ = e.print();
+            return ExitCode::from(if e.use_stderr() { 2 } else { 0 });
         }
     };
     match run(&options) {
@@ -240,25 +206,29 @@ fn run(options: &Options) -> Result<bool, String> {
 mod tests {
     use super::*;
 
-    fn args(list: &[&str]) -> impl Iterator<Item = OsString> {
-        list.iter()
-            .map(OsString::from)
-            .collect::<Vec<_>>()
-            .into_iter()
+    fn parse(list: &[&str]) -> Result<Options, clap::Error> {
+        use clap::Parser as _;
+        Options::try_parse_from(std::iter::once("demo").chain(list.iter().copied()))
     }
 
     #[test]
     fn options_parse() {
-        let o = parse(args(&["--trace", "code-review", "--speed=5", "--json"]))
-            .expect("valid")
-            .expect("not help");
+        let o = parse(&["--trace", "code-review", "--speed=5", "--json"]).expect("valid");
         assert_eq!(
             (o.trace.as_str(), o.speed, o.json, o.keep),
             ("code-review", Some(5.0), true, false)
         );
-        assert!(parse(args(&["--speed", "0"])).is_err());
-        assert!(parse(args(&["--speed", "x"])).is_err());
-        assert!(parse(args(&["--bogus"])).is_err());
-        assert!(parse(args(&["--help"])).expect("valid").is_none());
+        assert_eq!(parse(&[]).expect("valid").trace, DEFAULT_TRACE);
+        for bad in [
+            &["--speed", "0"][..],
+            &["--speed", "x"],
+            &["--speed", "inf"],
+        ] {
+            let e = parse(bad).expect_err("refused");
+            assert!(e.to_string().contains("(0, 10000]"), "{e}");
+        }
+        assert!(parse(&["--bogus"]).is_err());
+        let help = parse(&["--help"]).expect_err("help is not options");
+        assert_eq!(help.kind(), clap::error::ErrorKind::DisplayHelp);
     }
 }

@@ -4,9 +4,9 @@
 
 use serde_json::{Map, Value};
 
-use crate::client::{CursorStore, FileCursorStore, Flow, TaskEvent};
 use crate::demo::ui::Ui;
 use crate::demo::view::TraceView;
+use taskstream_client::{CursorStore, FileCursorStore, Flow, TaskEvent};
 
 /// An event the handler processed.
 #[derive(Clone, Debug, PartialEq)]

@@ -7,8 +7,8 @@ use std::collections::HashMap;
 
 use serde_json::{Map, Value};
 
-use crate::client::TaskEvent;
 use crate::demo::ui::{fit, fit_tail};
+use taskstream_client::TaskEvent;
 
 const PREFIX: &str = "dev.taskstream.";
 const WIDTH: usize = 86;
@@ -23,11 +23,11 @@ pub(crate) struct TraceView {
     tail: String,
 }
 
-fn s<'a>(p: &'a Map<String, Value>, key: &str) -> &'a str {
+fn str_field<'a>(p: &'a Map<String, Value>, key: &str) -> &'a str {
     p.get(key).and_then(Value::as_str).unwrap_or("?")
 }
 
-fn n(p: &Map<String, Value>, key: &str) -> u64 {
+fn u64_field(p: &Map<String, Value>, key: &str) -> u64 {
     p.get(key).and_then(Value::as_u64).unwrap_or(0)
 }
 
@@ -74,37 +74,37 @@ impl TraceView {
             .unwrap_or(&event.event_type);
         let body = match kind {
             "task.status" => {
-                let status = s(p, "status");
+                let status = str_field(p, "status");
                 self.tail = format!("task {status}");
                 Some(format!("status      {status}"))
             }
             "content.partial" => {
                 let text = self
                     .messages
-                    .entry(s(p, "messageId").to_owned())
+                    .entry(str_field(p, "messageId").to_owned())
                     .or_default();
                 text.push_str(&text_of(p));
-                self.tail = format!("{}: {}", s(p, "role"), fit_tail(text, 200));
+                self.tail = format!("{}: {}", str_field(p, "role"), fit_tail(text, 200));
                 None
             }
             "content.done" => {
-                self.messages.remove(s(p, "messageId"));
+                self.messages.remove(str_field(p, "messageId"));
                 let text = text_of(p);
                 self.tail = String::new();
                 Some(format!(
                     "{:<11} \"{}\" ({} deltas, {})",
-                    s(p, "role"),
+                    str_field(p, "role"),
                     fit(&text, 58),
-                    n(p, "deltas"),
-                    s(p, "stopReason")
+                    u64_field(p, "deltas"),
+                    str_field(p, "stopReason")
                 ))
             }
             "model.usage" => Some(format!(
                 "usage       {} in ({} cached), {} out [{}]",
-                n(p, "inputTokens"),
-                n(p, "cacheReadTokens"),
-                n(p, "outputTokens"),
-                fit(s(p, "model"), 30)
+                u64_field(p, "inputTokens"),
+                u64_field(p, "cacheReadTokens"),
+                u64_field(p, "outputTokens"),
+                fit(str_field(p, "model"), 30)
             )),
             "plan.updated" => {
                 let steps = p.get("steps").and_then(Value::as_array);
@@ -132,12 +132,12 @@ impl TraceView {
                 let args = p.get("arguments").map(Value::to_string).unwrap_or_default();
                 Some(format!(
                     "tool call   {} {}",
-                    fit(s(p, "name"), 20),
+                    fit(str_field(p, "name"), 20),
                     fit(&args, 54)
                 ))
             }
             "tool.output" => {
-                self.tail = format!("{} │ {}", s(p, "stream"), s(p, "text"));
+                self.tail = format!("{} │ {}", str_field(p, "stream"), str_field(p, "text"));
                 None
             }
             "tool.result" => {
@@ -148,35 +148,35 @@ impl TraceView {
                 };
                 Some(format!(
                     "tool result {} {ok} in {} ms: \"{}\"",
-                    fit(s(p, "name"), 20),
-                    n(p, "durationMs"),
+                    fit(str_field(p, "name"), 20),
+                    u64_field(p, "durationMs"),
                     fit(&text_of(p), 44)
                 ))
             }
             "subtask.started" => {
-                let child = s(p, "childTaskId");
+                let child = str_field(p, "childTaskId");
                 self.agents
-                    .insert(child.to_owned(), s(p, "agent").to_owned());
+                    .insert(child.to_owned(), str_field(p, "agent").to_owned());
                 Some(format!(
                     "subtask ⇢   {} \"{}\" (task {}…)",
-                    fit(s(p, "agent"), 18),
-                    fit(s(p, "title"), 44),
+                    fit(str_field(p, "agent"), 18),
+                    fit(str_field(p, "title"), 44),
                     short_id(child)
                 ))
             }
             "subtask.progress" => {
-                let agent = self.agent(s(p, "childTaskId"));
+                let agent = self.agent(str_field(p, "childTaskId"));
                 self.tail = format!(
                     "{agent} {}/{}: {}",
-                    n(p, "progress"),
-                    n(p, "total"),
-                    s(p, "message")
+                    u64_field(p, "progress"),
+                    u64_field(p, "total"),
+                    str_field(p, "message")
                 );
                 None
             }
             "subtask.content.partial" => {
-                let child = s(p, "childTaskId");
-                let key = format!("{child}/{}", s(p, "messageId"));
+                let child = str_field(p, "childTaskId");
+                let key = format!("{child}/{}", str_field(p, "messageId"));
                 let agent = self.agent(child);
                 let text = self.messages.entry(key).or_default();
                 text.push_str(&text_of(p));
@@ -184,10 +184,10 @@ impl TraceView {
                 None
             }
             "subtask.completed" => {
-                let child = s(p, "childTaskId");
+                let child = str_field(p, "childTaskId");
                 let agent = self.agent(child);
                 self.messages.retain(|k, _| !k.starts_with(child));
-                let secs = n(p, "durationMs") as f64 / 1000.0;
+                let secs = u64_field(p, "durationMs") as f64 / 1000.0;
                 let what = match p.get("summary").and_then(Value::as_str) {
                     Some(summary) => fit(summary, 44),
                     None => p
@@ -199,71 +199,71 @@ impl TraceView {
                 Some(format!(
                     "subtask ⇠   {} {} in {secs:.1} s: \"{what}\"",
                     fit(&agent, 18),
-                    s(p, "status")
+                    str_field(p, "status")
                 ))
             }
             "artifact" => Some(format!(
                 "artifact    {} ({}, {}) {}",
-                fit(s(p, "name"), 28),
-                s(p, "mimeType"),
-                size(n(p, "size")),
-                fit(s(p, "uri"), 40)
+                fit(str_field(p, "name"), 28),
+                str_field(p, "mimeType"),
+                size(u64_field(p, "size")),
+                fit(str_field(p, "uri"), 40)
             )),
             "review.comment" => Some(format!(
                 "comment     {}:{} [{}] {}",
-                fit(s(p, "path"), 30),
-                n(p, "line"),
-                s(p, "severity"),
-                fit(s(p, "title"), 40)
+                fit(str_field(p, "path"), 30),
+                u64_field(p, "line"),
+                str_field(p, "severity"),
+                fit(str_field(p, "title"), 40)
             )),
             "review.submitted" => Some(format!(
                 "review      {} with {} comments",
-                s(p, "verdict"),
-                n(p, "commentCount")
+                str_field(p, "verdict"),
+                u64_field(p, "commentCount")
             )),
             "phase.started" => Some(format!(
                 "phase ▶     {} ({}/{})",
-                fit(s(p, "name"), 40),
-                n(p, "index") + 1,
-                n(p, "total")
+                fit(str_field(p, "name"), 40),
+                u64_field(p, "index") + 1,
+                u64_field(p, "total")
             )),
             "phase.progress" => {
                 self.tail = format!(
                     "{} {}/{} {}",
-                    s(p, "phaseId"),
-                    n(p, "completed"),
-                    n(p, "total"),
-                    s(p, "unit")
+                    str_field(p, "phaseId"),
+                    u64_field(p, "completed"),
+                    u64_field(p, "total"),
+                    str_field(p, "unit")
                 );
                 None
             }
             "phase.completed" => Some(format!(
                 "phase ■     {} {} in {} ms",
-                fit(s(p, "phaseId"), 30),
-                s(p, "status"),
-                n(p, "durationMs")
+                fit(str_field(p, "phaseId"), 30),
+                str_field(p, "status"),
+                u64_field(p, "durationMs")
             )),
             "log" => {
-                self.tail = s(p, "line").to_owned();
+                self.tail = str_field(p, "line").to_owned();
                 None
             }
-            "test.result" if s(p, "status") != "failed" => {
-                self.tail = format!("test {} {}", s(p, "name"), s(p, "status"));
+            "test.result" if str_field(p, "status") != "failed" => {
+                self.tail = format!("test {} {}", str_field(p, "name"), str_field(p, "status"));
                 None
             }
-            "test.result" => Some(format!("test FAILED {}", fit(s(p, "name"), 60))),
+            "test.result" => Some(format!("test FAILED {}", fit(str_field(p, "name"), 60))),
             "test.summary" => Some(format!(
                 "tests       {}: {} passed, {} failed, {} ignored",
-                s(p, "kind"),
-                n(p, "passed"),
-                n(p, "failed"),
-                n(p, "ignored")
+                str_field(p, "kind"),
+                u64_field(p, "passed"),
+                u64_field(p, "failed"),
+                u64_field(p, "ignored")
             )),
             "build.diagnostic" => Some(format!(
                 "diagnostic  {} {}: {}",
-                s(p, "level"),
-                s(p, "code"),
-                fit(s(p, "message"), 50)
+                str_field(p, "level"),
+                str_field(p, "code"),
+                fit(str_field(p, "message"), 50)
             )),
             other => Some(format!("event       {}", fit(other, 60))),
         }?;

@@ -7,7 +7,7 @@ use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use serde_json::json;
-use taskstream::client::{
+use taskstream_client::{
     Client, ClientOptions, EraChoice, Flow, FollowEnd, GonePolicy, MemoryCursorStore,
     ResumableStream, SkippedRange, StreamItem, StreamOptions, TaskEvent,
 };
@@ -50,7 +50,7 @@ fn follow_to_the_end(
             .expect("the follow ends normally");
         assert!(matches!(end, FollowEnd::Completed(_)), "{end:?}");
         if client
-            .get_task(task)
+            .task_info(task)
             .expect("tasks/get")
             .status
             .is_terminal()
@@ -125,6 +125,7 @@ fn wait_terminal(client: &Client, task: &str) {
             StreamItem::Event(_) => {}
             StreamItem::End(_) => return,
             StreamItem::Error(e) => panic!("stream error {e}"),
+            other => panic!("unexpected stream item {other:?}"),
         }
     }
 }

@@ -4,7 +4,7 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
-use taskstream::client::{CursorError, CursorStore, FileCursorStore};
+use taskstream_client::{CursorError, CursorStore, FileCursorStore};
 
 fn files(dir: &std::path::Path) -> Vec<String> {
     let mut names: Vec<String> = std::fs::read_dir(dir)

@@ -7,7 +7,7 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 use serde_json::{json, Value};
-use taskstream::client::{
+use taskstream_client::{
     Client, ClientError, ClientOptions, CursorStore, Era, EraChoice, Flow, FollowError, GonePolicy,
     MemoryCursorStore, ResumableStream, StreamOptions, Violation,
 };
@@ -220,7 +220,7 @@ fn duplicates_are_dropped_but_a_changed_duplicate_is_refused() {
     };
     let mut stream = ResumableStream::new(TASK, &mut store, options).expect("new");
     let mut seen = Vec::new();
-    let mut handler = |e: &taskstream::client::TaskEvent| {
+    let mut handler = |e: &taskstream_client::TaskEvent| {
         seen.push(e.seq);
         Ok::<_, String>(Flow::Continue)
     };
@@ -228,7 +228,7 @@ fn duplicates_are_dropped_but_a_changed_duplicate_is_refused() {
     stream.follow(&client, &mut handler).expect("second");
     assert_eq!(stream.stats().duplicates, 2, "RS-10, RS-11");
     let err = stream
-        .follow_from(&client, taskstream::client::StartAt::After(3), &mut handler)
+        .follow_from(&client, taskstream_client::StartAt::After(3), &mut handler)
         .expect_err("changed");
     assert!(
         matches!(err, FollowError::Violation(Violation::BadEvent { ref detail }) if detail.contains("EV-08")),
@@ -365,7 +365,7 @@ fn unrouted_events_and_junk_lines_are_kept_aside() {
         }),
     );
     let before = client.unsolicited_count();
-    client.get_task(TASK).expect("tasks/get");
+    client.task_info(TASK).expect("tasks/get");
     assert_eq!(client.unsolicited_count() - before, 2);
     let kept = client.take_unsolicited();
     assert_eq!(kept[0]["params"]["seq"], json!(7));
@@ -402,11 +402,11 @@ fn a_request_without_answer_times_out() {
             _ => Some(vec![]),
         }),
     );
-    let err = client.get_task(TASK).expect_err("no answer");
+    let err = client.task_info(TASK).expect_err("no answer");
     assert!(matches!(err, ClientError::Timeout { .. }), "{err}");
     // Modern requests carry the required _meta (DX-05).
     let (client, fake) = modern(|m, _| Some(vec![end(m)]));
-    let _ = client.get_task(TASK);
+    let _ = client.task_info(TASK);
     let get = fake.expect("tasks/get", |m| method(m) == "tasks/get");
     let meta = &get["params"]["_meta"];
     assert_eq!(

@@ -8,7 +8,7 @@ use std::sync::mpsc;
 use std::time::Duration;
 
 use serde_json::json;
-use taskstream::client::{
+use taskstream_client::{
     Client, ClientError, ClientOptions, EraChoice, Flow, FollowEnd, FollowError, GonePolicy,
     MemoryCursorStore, ResumableStream, StreamItem, StreamOptions, TaskStatus,
 };
@@ -92,12 +92,12 @@ fn a_cut_connection_resumes_on_a_new_one_while_the_task_runs() {
     assert!(cut >= 20, "{cut}");
     // The severed client is closed for good.
     assert!(matches!(
-        first.get_task(&task.task_id),
+        first.task_info(&task.task_id),
         Err(ClientError::Closed { .. })
     ));
     // The server and the task went on: a new connection resumes with `after`.
     let second = server.connect();
-    let running = second.get_task(&task.task_id).expect("tasks/get");
+    let running = second.task_info(&task.task_id).expect("tasks/get");
     assert_eq!(
         running.status,
         TaskStatus::Working,
@@ -143,11 +143,12 @@ fn cancelling_a_stream_closes_its_response_and_the_task_runs_on() {
             }
             StreamItem::End(result) => break result,
             StreamItem::Error(e) => panic!("stream error {e}"),
+            other => panic!("unexpected stream item {other:?}"),
         }
     };
     assert_eq!(result, json!({"resultType": "complete"}));
     assert_eq!(next, 42);
-    let done = client.get_task(&task.task_id).expect("tasks/get");
+    let done = client.task_info(&task.task_id).expect("tasks/get");
     assert_eq!(done.status, TaskStatus::Completed);
 }
 
@@ -156,7 +157,7 @@ fn http_errors_are_clear() {
     let server = Server::start();
     let client = server.connect();
     // A JSON-RPC error in an HTTP error response reaches the caller as that error.
-    match client.get_task("no-such-task") {
+    match client.task_info("no-such-task") {
         Err(ClientError::Rpc { error, .. }) => assert_eq!(error.code, -32602),
         other => panic!("{other:?}"),
     }

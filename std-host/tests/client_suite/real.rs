@@ -4,7 +4,7 @@ use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use serde_json::{json, Value};
-use taskstream::client::{
+use taskstream_client::{
     CallOutcome, Client, ClientError, ClientOptions, CursorStore, Era, EraChoice, EventsGone, Flow,
     FollowEnd, FollowError, GonePolicy, MemoryCursorStore, ResumableStream, SkippedRange, StartAt,
     StreamItem, StreamOptions, TaskEvent, TaskStatus,
@@ -43,6 +43,7 @@ fn wait_terminal(client: &Client, task_id: &str) {
                 StreamItem::End(_) => return,
                 StreamItem::Error(e) if e.events_gone().is_some() => break,
                 StreamItem::Error(e) => panic!("stream error {e}"),
+                other => panic!("unexpected stream item {other:?}"),
             }
         }
     }
@@ -109,7 +110,7 @@ fn modern_stream_delivers_every_event_in_order_and_ends() {
     assert_eq!(stream.stats().related_task_checked, 7, "NT-01/NT-02");
     assert_eq!(stream.stats().duplicates, 0);
 
-    let info = client.get_task(&task).expect("tasks/get");
+    let info = client.task_info(&task).expect("tasks/get");
     assert_eq!(info.status, TaskStatus::Completed);
     let range = info.events.expect("dev.taskstream/events range");
     assert_eq!(
@@ -221,7 +222,7 @@ fn raw_stream_rules_rs04_ts05_and_cancel_does_not_cancel_the_task() {
     // TS-08: cancelling the stream leaves the task running.
     first.cancel().expect("cancel");
     assert_eq!(
-        client.get_task(&slow).expect("tasks/get").status,
+        client.task_info(&slow).expect("tasks/get").status,
         TaskStatus::Working
     );
     // The task can be streamed again at once, and cancelled as a task.
@@ -251,7 +252,7 @@ fn gone_setup(client: &Client) -> (String, MemoryCursorStore) {
     let task = start_emit(client, json!({"count": 10}));
     wait_terminal(client, &task);
     let range = client
-        .get_task(&task)
+        .task_info(&task)
         .expect("tasks/get")
         .events
         .expect("range");
@@ -416,7 +417,7 @@ fn killing_the_server_fails_waits_promptly_with_closed() {
     assert_eq!(stream.cursor(), last);
     assert!(!client.is_connected());
     assert!(matches!(
-        client.get_task("x"),
+        client.task_info("x"),
         Err(ClientError::Closed { .. })
     ));
 }

@@ -4,7 +4,7 @@
 
 use serde_json::{json, Value};
 
-use crate::client::{Server, RSS_BOUND_KIB};
+use super::client::{Server, RSS_BOUND_KIB};
 
 /// A legacy `emit` task whose events can be checked.
 #[derive(Clone, Debug)]
@@ -43,7 +43,7 @@ pub(crate) fn stream_all(s: &mut Server, params: Value) -> (Vec<Value>, Value) {
     let id = s.request("tasks/stream", params);
     let mut events = Vec::new();
     loop {
-        let l = s.recv(&format!("stream {id}"), |v| {
+        let l = s.recv_line(&format!("stream {id}"), |v| {
             (v["method"] == "notifications/tasks/event" && v["params"]["taskId"] == task)
                 || (v["id"] == json!(id) && v.get("method").is_none())
         });
@@ -115,7 +115,7 @@ pub(crate) fn assert_intact(s: &mut Server, e: &Emit) {
 #[track_caller]
 pub(crate) fn wait_terminal(s: &mut Server, task: &str) -> Value {
     let id = s.request("tasks/result", json!({"taskId": task}));
-    s.response(id).v
+    s.response_line(id).v
 }
 
 /// The post-condition of every hostile test.

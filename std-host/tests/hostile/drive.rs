@@ -21,10 +21,10 @@ use std::io::Write;
 use std::sync::{Arc, Mutex};
 
 use serde_json::{Map, Value};
-use taskstream::config::ServeConfig;
-use taskstream::server::Connection;
-use taskstream::store::{Durability, Store, StoreConfig};
 use taskstream_core::id::MAX_REQUEST_ID_BYTES;
+use taskstream_server::config::ServeConfig;
+use taskstream_server::Connection;
+use taskstream_store::{Durability, Store, StoreConfig};
 
 /// The output, shared with the connection.
 #[derive(Clone, Default)]
@@ -90,7 +90,7 @@ pub(crate) fn run(input: &[u8]) -> Result<Report, String> {
             retention: config.retention,
             max_store_bytes: config.max_store_bytes,
         },
-        taskstream::clock::now(),
+        taskstream_server::clock::now(),
     )
     .map_err(|e| format!("store: {e}"))?;
     let out = Output::default();

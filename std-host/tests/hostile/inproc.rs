@@ -1,15 +1,15 @@
 //! The server in process: [`Connection`] driven with in-memory input and output, as the
-//! `server` fuzz target drives it (through [`crate::drive`]); and the replay of that target's
+//! `server` fuzz target drives it (through [`super::drive`]); and the replay of that target's
 //! corpus, which holds the seeds and every input a fuzzer ever found (regressions).
 
 use std::path::PathBuf;
 use std::sync::Arc;
 
 use serde_json::{json, Value};
-use taskstream::server::Connection;
-use taskstream::store::{Store, StoreConfig};
+use taskstream_server::Connection;
+use taskstream_store::{Store, StoreConfig};
 
-use crate::drive;
+use super::drive;
 
 fn corpus(target: &str) -> Vec<(PathBuf, Vec<u8>)> {
     let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
@@ -74,7 +74,7 @@ fn close_stops_running_tasks_and_releases_the_store() {
                 retention: config.retention,
                 max_store_bytes: config.max_store_bytes,
             },
-            taskstream::clock::now(),
+            taskstream_server::clock::now(),
         )
         .expect("store"),
     );
@@ -92,7 +92,7 @@ fn close_stops_running_tasks_and_releases_the_store() {
     conn.close();
     // Every task thread has ended and let go of the store (a plain call's thread may still be
     // unwinding from its cancellation; it holds the store only briefly).
-    let end = std::time::Instant::now() + crate::client::DEADLINE;
+    let end = std::time::Instant::now() + super::client::DEADLINE;
     while Arc::strong_count(&store) > 1 {
         assert!(std::time::Instant::now() < end, "the store is still held");
         std::thread::sleep(std::time::Duration::from_millis(5));

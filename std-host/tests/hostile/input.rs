@@ -10,8 +10,8 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
-use crate::check::{assert_healthy, assert_intact, log_barrier, start_emit, wait_terminal, Emit};
-use crate::client::{modern, Server, RSS_BOUND_KIB};
+use super::check::{assert_healthy, assert_intact, log_barrier, start_emit, wait_terminal, Emit};
+use super::client::{modern, Server, RSS_BOUND_KIB};
 
 /// Runs `attack` on a legacy in-memory server started with `flags`, between a completed and a
 /// running task, then checks the server's health.
@@ -117,7 +117,7 @@ fn an_object_without_method_is_an_invalid_request() {
             b"42",
         ] {
             s.send_raw(line);
-            let l = s.recv("an error", |v| v.get("error").is_some());
+            let l = s.recv_line("an error", |v| v.get("error").is_some());
             assert_eq!(l.v["error"]["code"], json!(-32600), "{}", l.raw);
         }
         // A notification with an unknown method gets nothing; a response from the client is
@@ -236,10 +236,10 @@ fn duplicate_keys_are_refused_wherever_they_matter() {
         let task = tasks[0].task.clone();
         // In the envelope: -32600.
         s.send_raw(br#"{"jsonrpc":"2.0","id":"d1","method":"ping","method":"tools/list"}"#);
-        let l = s.recv("envelope duplicate", |v| v.get("error").is_some());
+        let l = s.recv_line("envelope duplicate", |v| v.get("error").is_some());
         assert_eq!(l.v["error"]["code"], json!(-32600), "{}", l.raw);
         s.send_raw(br#"{"jsonrpc":"2.0","id":1,"id":2,"method":"ping"}"#);
-        let l = s.recv("id duplicate", |v| v.get("error").is_some());
+        let l = s.recv_line("id duplicate", |v| v.get("error").is_some());
         assert_eq!(l.v["error"]["code"], json!(-32600), "{}", l.raw);
         // In params: -32602, whichever task the second copy names.
         for (method, params) in [
@@ -358,7 +358,7 @@ fn every_invalid_after_is_invalid_params() {
             assert_eq!(e["data"]["reason"], json!("cursor_ahead"), "after {after}");
         }
         // The valid edge cases still work: the last seq completes at once, 0 replays the rest.
-        let r = s.call("tasks/stream", json!({"taskId": task, "after": 6}));
+        let r = s.call_line("tasks/stream", json!({"taskId": task, "after": 6}));
         assert_eq!(r.v["result"], json!({}), "{}", r.raw);
     });
 }
@@ -396,7 +396,7 @@ fn requests_before_initialize_in_a_legacy_client() {
     }
     // Not even a cancel of the running task got through.
     s.send(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
-    s.initialize();
+    s.initialize("2025-11-25");
     // A second initialize is refused; the session stays legacy.
     let e = s.err(
         "initialize",
@@ -425,7 +425,7 @@ fn a_flood_of_a_hundred_thousand_pings() {
         });
         let mut peak = 0;
         for i in 0..N {
-            let l = s.recv("a pong", |v| v.get("method").is_none());
+            let l = s.recv_line("a pong", |v| v.get("method").is_none());
             assert_eq!(
                 l.v,
                 json!({"jsonrpc": "2.0", "id": format!("p{i}"), "result": {}}),
@@ -466,7 +466,7 @@ fn a_client_that_stops_reading_for_seconds_while_tasks_run() {
     // Requests still go in (the reader may block on a full stdout, not on the tasks).
     let ping = s.request("ping", json!({}));
     s.resume_reading();
-    s.response(ping);
+    s.response_line(ping);
     eprintln!("VmRSS peak while the client did not read: {peak} KiB");
     assert!(peak < RSS_BOUND_KIB, "peak {peak} KiB while not reading");
     for t in &tasks {
@@ -478,7 +478,7 @@ fn a_client_that_stops_reading_for_seconds_while_tasks_run() {
     let mut seen = vec![0u64; tasks.len()];
     let mut closed = 0;
     while closed < tasks.len() {
-        let l = s.recv("stream traffic", |v| {
+        let l = s.recv_line("stream traffic", |v| {
             v["method"] == "notifications/tasks/event" || v.get("result").is_some()
         });
         if let Some(i) = tasks
@@ -505,7 +505,7 @@ fn an_id_of_minus_zero_is_refused_and_every_other_id_echoed_as_sent() {
     let mut s = Server::in_memory(&[]);
     for era in ["modern", "legacy"] {
         if era == "legacy" {
-            s.initialize();
+            s.initialize("2025-11-25");
         }
         let params = if era == "modern" {
             modern(json!({}), true)
@@ -536,7 +536,7 @@ fn an_id_of_minus_zero_is_refused_and_every_other_id_echoed_as_sent() {
                 .to_string()
                 .replace(r#""ID""#, sent);
             s.send_raw(line.as_bytes());
-            let l = s.recv("the ping's answer", |v| v.get("id").is_some());
+            let l = s.recv_line("the ping's answer", |v| v.get("id").is_some());
             assert!(
                 l.raw.contains(&format!(r#""id":{sent}"#)),
                 "{era}: {sent} echoed as {}",

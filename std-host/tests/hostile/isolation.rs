@@ -9,14 +9,14 @@ use std::path::{Path, PathBuf};
 
 use serde_json::{json, Value};
 
-use crate::check::{assert_healthy, assert_intact, start_emit, stream_all, wait_terminal};
-use crate::client::{modern, Server, DEADLINE};
-use crate::files::{files_containing, walk};
+use super::check::{assert_healthy, assert_intact, start_emit, stream_all, wait_terminal};
+use super::client::{modern, Server, DEADLINE};
+use super::files::{files_containing, walk};
 
 /// A server on `dir` as `principal` with a completed legacy handshake.
 fn legacy_on(dir: &Path, principal: &str, extra: &[&str]) -> Server {
     let mut s = Server::on_dir(dir, principal, extra);
-    s.initialize();
+    s.initialize("2025-11-25");
     s
 }
 
@@ -60,7 +60,7 @@ fn assert_invisible(dir: &Path, tasks: &[&str]) {
     for legacy in [false, true] {
         let mut bob = Server::on_dir(dir, "bob", &[]);
         if legacy {
-            bob.initialize();
+            bob.initialize("2025-11-25");
         }
         for task in tasks {
             for ((method, params, is_modern), (_, unknown, _)) in
@@ -361,7 +361,7 @@ fn retention_deletes_events_from_the_data_dir() {
     // Removed from the server's view…
     let end = std::time::Instant::now() + DEADLINE;
     while s
-        .call("tasks/get", json!({"taskId": task}))
+        .call_line("tasks/get", json!({"taskId": task}))
         .v
         .get("error")
         .is_none()

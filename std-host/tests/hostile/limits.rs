@@ -7,10 +7,10 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
-use crate::check::{
+use super::check::{
     assert_healthy, assert_intact, log_barrier, start_emit, stream_all, wait_terminal,
 };
-use crate::client::{modern, Server, DEADLINE};
+use super::client::{modern, Server, DEADLINE};
 
 /// Polls `probe` (a request whose answer is checked by `done`) until `done` holds, with a
 /// deadline. Each poll is a request, so this waits on the server's own answers.
@@ -52,7 +52,7 @@ fn se07_concurrent_streams_per_connection() {
     // The second stream ran to its end meanwhile (its events are in the backlog).
     let mut n = 0;
     loop {
-        let l = s.recv("the second stream", |v| {
+        let l = s.recv_line("the second stream", |v| {
             v["params"]["taskId"] == json!(tasks[1].task) || v["id"] == json!(second)
         });
         if l.v["id"] == json!(second) {
@@ -78,7 +78,7 @@ fn at_the_stream_limit_a_finished_task_at_its_last_seq_gets_the_empty_result() {
             }
         };
         if era == "legacy" {
-            s.initialize();
+            s.initialize("2025-11-25");
         }
         let created = |s: &mut Server, count: u64, interval: u64| -> String {
             let mut params =
@@ -105,7 +105,7 @@ fn at_the_stream_limit_a_finished_task_at_its_last_seq_gets_the_empty_result() {
         // The only slot is taken. The finished task's last seq is 3 (working, 2 events,
         // completed): nothing to send, so the result comes at once, with no event.
         let id = s.request("tasks/stream", p(json!({"taskId": done, "after": 3})));
-        let l = s.recv("the empty result", |v| v["id"] == json!(id));
+        let l = s.recv_line("the empty result", |v| v["id"] == json!(id));
         let want = if era == "modern" {
             json!({"resultType": "complete"})
         } else {
@@ -214,7 +214,7 @@ fn se07_retention_duration_terminal_retention() {
     let gone = poll_until(
         &mut s,
         "task past --terminal-retention removed",
-        |s| s.call("tasks/get", json!({"taskId": e.task})).v,
+        |s| s.call_line("tasks/get", json!({"taskId": e.task})).v,
         |r| r.get("error").is_some(),
     );
     assert_eq!(
@@ -335,7 +335,7 @@ fn se07_failed_lookups_are_refused_after_the_limit_but_never_the_principals_own_
     let replay = s.request("tasks/stream", json!({"taskId": done.task, "after": 0}));
     let mut replayed = Vec::new();
     loop {
-        let l = s.recv("the replay", |v| {
+        let l = s.recv_line("the replay", |v| {
             v["params"]["taskId"] == json!(done.task) || v["id"] == json!(replay)
         });
         if l.v["id"] == json!(replay) {
@@ -365,7 +365,7 @@ fn se07_failed_lookups_are_refused_after_the_limit_but_never_the_principals_own_
     assert!(s.ok("tools/list", json!({}))["tools"].is_array());
     let mut seqs = Vec::new();
     loop {
-        let l = s.recv("the open stream", |v| {
+        let l = s.recv_line("the open stream", |v| {
             v["params"]["taskId"] == json!(running.task) || v["id"] == json!(open)
         });
         match l.v["params"]["seq"].as_u64() {
@@ -409,7 +409,7 @@ fn se07_failed_lookups_refill_at_the_limit_rate() {
         .as_u64()
         .is_some_and(|w| w <= 100));
     // The principal's own task is served while misses are refused.
-    let own = s.call("tasks/get", json!({"taskId": e.task})).v;
+    let own = s.call_line("tasks/get", json!({"taskId": e.task})).v;
     assert_eq!(own["result"]["taskId"], json!(e.task), "{own}");
     // Refusals cost nothing: polling with misses until one is its own error again takes
     // about one miss's cost.
@@ -417,7 +417,7 @@ fn se07_failed_lookups_refill_at_the_limit_rate() {
     let got = poll_until(
         &mut s,
         "a miss admitted again",
-        |s| s.call("tasks/get", json!({"taskId": "ffff"})).v,
+        |s| s.call_line("tasks/get", json!({"taskId": "ffff"})).v,
         |r| r["error"]["data"]["reason"] == json!("unknown_task"),
     );
     assert_eq!(got["error"]["code"], json!(-32602));
@@ -473,12 +473,12 @@ fn running_work_per_connection_is_limited() {
     assert_eq!(e["data"]["reason"], json!("waiter_limit"), "{e}");
     // A task that ends frees its place.
     s.ok("tasks/cancel", json!({"taskId": a.task}));
-    s.response(w1);
+    s.response_line(w1);
     let c = poll_until(
         &mut s,
         "a place for a new task",
         |s| {
-            s.call(
+            s.call_line(
                 "tools/call",
                 json!({"name": "emit", "arguments": {"count": 2}, "task": {}}),
             )
@@ -492,7 +492,7 @@ fn running_work_per_connection_is_limited() {
         .to_owned();
     wait_terminal(&mut s, &c);
     s.ok("tasks/cancel", json!({"taskId": b.task}));
-    s.response(w2);
+    s.response_line(w2);
 }
 
 #[test]
@@ -504,7 +504,7 @@ fn a_reused_request_id_is_refused_while_the_first_is_open() {
         &json!({"jsonrpc": "2.0", "id": "dup", "method": "tools/call",
                    "params": {"name": "emit", "arguments": {"count": 1}}}),
     );
-    let l = s.recv("the refusal", |v| {
+    let l = s.recv_line("the refusal", |v| {
         v["id"] == json!("dup") && v.get("error").is_some()
     });
     assert_eq!(l.v["error"]["code"], json!(-32600), "{}", l.raw);
@@ -513,7 +513,7 @@ fn a_reused_request_id_is_refused_while_the_first_is_open() {
     loop {
         // The stream's events and its response; the legacy `notifications/tasks/status` of
         // the same task is not part of the stream.
-        let l = s.recv("stream", |v| {
+        let l = s.recv_line("stream", |v| {
             (v["method"] == "notifications/tasks/event" && v["params"]["taskId"] == json!(t.task))
                 || v["id"] == json!("dup")
         });
@@ -540,13 +540,13 @@ fn a_flood_of_events_beyond_the_store_budget_is_refused_cleanly() {
     // new task may be refused already, saying why.
     let mut flood = Vec::new();
     for _ in 0..16 {
-        let r = s.call(
+        let r = s.call_line(
             "tools/call",
             json!({"name": "emit", "task": {},
                    "arguments": {"count": 2000, "interval_ms": 0, "payload_bytes": 1000}}),
         );
         match r.v["result"]["task"]["taskId"].as_str() {
-            Some(task) => flood.push(crate::check::Emit {
+            Some(task) => flood.push(super::check::Emit {
                 task: task.to_owned(),
                 count: 2000,
                 payload_bytes: 1000,
@@ -593,7 +593,7 @@ fn a_flood_of_events_beyond_the_store_budget_is_refused_cleanly() {
     );
     let hwm = s.peak_rss_kib();
     eprintln!("VmHWM during the store-budget flood: {hwm} KiB");
-    assert!(hwm < crate::client::RSS_BOUND_KIB, "peak {hwm} KiB");
+    assert!(hwm < super::client::RSS_BOUND_KIB, "peak {hwm} KiB");
     // The server goes on: it answers, stays small, and the task from before is intact.
     assert_healthy(&mut s, &[kept]);
 }
@@ -605,7 +605,7 @@ fn tasks_that_emit_nothing_are_bounded_by_the_store_budget_too() {
     let mut s = Server::legacy(&["--max-store-bytes", "100000"]);
     let mut created = Vec::new();
     let refusal = loop {
-        let r = s.call(
+        let r = s.call_line(
             "tools/call",
             json!({"name": "emit", "task": {}, "arguments": {"count": 0}}),
         );

@@ -5,7 +5,7 @@ use serde_json::{json, Value};
 use std::io::{Read, Write};
 use std::net::TcpStream;
 
-use crate::client::{http, modern, Server, Session, DEADLINE};
+use super::client::{http, modern, Server, Session, DEADLINE};
 
 /// A request every test makes afterwards: the server still answers.
 async fn still_serving(url: &str) {
@@ -72,7 +72,7 @@ async fn modern_headers_must_match_the_body() {
     let server = Server::start(&[]);
     let c = http();
     let body = json!({"jsonrpc": "2.0", "id": 3, "method": "tools/list",
-                      "params": {"_meta": crate::client::modern_meta()}})
+                      "params": {"_meta": super::client::modern_meta()}})
     .to_string();
     for (name, value) in [("mcp-method", "tools/call"), ("x-none", "")] {
         let r = c
@@ -89,7 +89,7 @@ async fn modern_headers_must_match_the_body() {
         assert_eq!(v["id"], 3);
     }
     let call = json!({"jsonrpc": "2.0", "id": 4, "method": "tools/call",
-        "params": {"name": "emit", "arguments": {"count": 1}, "_meta": crate::client::modern_meta()}})
+        "params": {"name": "emit", "arguments": {"count": 1}, "_meta": super::client::modern_meta()}})
     .to_string();
     let r = c
         .post(&server.url)
@@ -116,7 +116,7 @@ async fn modern_headers_must_match_the_body() {
         }
         r.body(
             json!({"jsonrpc": "2.0", "id": 5, "method": "tasks/stream",
-                   "params": {"taskId": task, "_meta": crate::client::modern_meta()}})
+                   "params": {"taskId": task, "_meta": super::client::modern_meta()}})
             .to_string(),
         )
     };
@@ -294,7 +294,7 @@ async fn stalled_and_vanishing_clients_do_not_hold_others_back() {
     // Fifty raw connections that send a stream request, read a little, and vanish.
     let port = server.port;
     let body = json!({"jsonrpc": "2.0", "id": 1, "method": "tasks/stream",
-        "params": {"taskId": task, "_meta": crate::client::modern_meta()}})
+        "params": {"taskId": task, "_meta": super::client::modern_meta()}})
     .to_string();
     let vanish = tokio::task::spawn_blocking(move || {
         for _ in 0..50 {

@@ -257,7 +257,7 @@ impl Event {
 pub(crate) struct Sse {
     pub(crate) status: u16,
     pub(crate) content_type: String,
-    body: futures_util::stream::BoxStream<'static, reqwest::Result<axum::body::Bytes>>,
+    body: futures_util::stream::BoxStream<'static, reqwest::Result<bytes::Bytes>>,
     buf: Vec<u8>,
 }
 

@@ -7,7 +7,7 @@ use std::time::Duration;
 use taskstream_conformance::faulty::KillOnDisconnect;
 use taskstream_conformance::{run, Config, Era, Outcome};
 
-use crate::client::Server;
+use super::client::Server;
 
 fn config(url: &str, era: Era) -> Config {
     let mut config = Config::new(vec![url.to_owned()]);

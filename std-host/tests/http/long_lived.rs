@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use serde_json::json;
 
-use crate::client::{http, modern, wait_status, Server, Session, Sse};
+use super::client::{http, modern, wait_status, Server, Session, Sse};
 
 /// Legacy era: the client drops its stream mid-task, the task runs on, and a new session (a new
 /// connection) resumes with `after` while events are still produced: no gap, no duplicate.

@@ -4,7 +4,7 @@
 use futures_util::future::join_all;
 use serde_json::json;
 
-use crate::client::{http, modern, Server, Session, Sse};
+use super::client::{http, modern, Server, Session, Sse};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_thousand_concurrent_streams_are_gap_free() {

@@ -5,13 +5,13 @@
 use std::sync::{Arc, Barrier};
 use std::time::Duration;
 
-use taskstream::store::{
+use taskstream_core::{Millis, RetentionPolicy, Seq};
+use taskstream_store::{
     AppendError, Durability, PgConfig, PgStore, RawEvent, Store, StoreConfig, StoreError,
     TaskRecord, TaskStatus, TaskStore, DEFAULT_MAX_STORE_BYTES,
 };
-use taskstream_core::{Millis, RetentionPolicy, Seq};
 
-use crate::cluster::{self, Cluster};
+use super::cluster::{self, Cluster};
 
 const NOW: Millis = Millis(1_000_000);
 

@@ -9,8 +9,8 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 
-use crate::client::{modern, seqs, Server};
-use crate::rng::Rng;
+use super::client::{modern, seqs, Server};
+use super::rng::Rng;
 
 /// At least 20 kills, as the durability promise asks of CI.
 const KILLS: usize = 24;

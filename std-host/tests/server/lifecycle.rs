@@ -4,7 +4,7 @@ use std::process::Command;
 
 use serde_json::{json, Value};
 
-use crate::client::{bin, modern, Server};
+use super::client::{bin, modern, Server};
 
 #[test]
 fn legacy_initialize_echoes_a_supported_version_and_advertises_event_streams() {
@@ -213,6 +213,18 @@ fn logs_go_to_stderr_as_text_or_as_one_json_object_a_line() {
     let line = s.wait_stderr("legacy session initialized");
     assert!(line.contains("INFO"), "{line}");
     assert!(serde_json::from_str::<Value>(&line).is_err(), "{line}");
+    // TASKSTREAM_LOG takes RUST_LOG-style directives ...
+    let mut s = Server::spawn_env(
+        &["--in-memory"],
+        &[("TASKSTREAM_LOG", "off,taskstream=info")],
+    );
+    s.initialize("2025-11-25");
+    s.wait_stderr("legacy session initialized");
+    // ... and a value that is not a filter is reported, then the default (info) holds.
+    let mut s = Server::spawn_env(&["--in-memory"], &[("TASKSTREAM_LOG", "verbose")]);
+    s.wait_stderr("TASKSTREAM_LOG ignored, logging at info");
+    s.initialize("2025-11-25");
+    s.wait_stderr("legacy session initialized");
     // An unknown format is refused at start, saying what is allowed.
     let mut s = Server::spawn(&["--in-memory", "--log-format", "xml"]);
     s.wait_stderr("--log-format takes text or json");

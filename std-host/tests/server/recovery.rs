@@ -3,7 +3,7 @@
 
 use serde_json::{json, Value};
 
-use crate::client::{seqs, Server};
+use super::client::{seqs, Server};
 
 fn durable(dir: &std::path::Path, principal: &str) -> Server {
     let dir = dir.to_str().expect("utf-8 path");

@@ -5,7 +5,7 @@ use std::collections::HashMap;
 
 use serde_json::json;
 
-use crate::client::Server;
+use super::client::Server;
 
 #[test]
 fn a_thousand_tasks_and_streams_on_one_connection() {

@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 
-use crate::client::{modern, seqs, Server};
+use super::client::{modern, seqs, Server};
 
 fn start(s: &mut Server, args: Value) -> String {
     let r = s.ok(
@@ -246,7 +246,7 @@ fn rs06_nothing_retained_and_terminal_completes_at_once() {
     let task = start(&mut s, json!({"count": 1}));
     finish(&mut s, &task);
     // The sweep runs once a second; poll tasks/get until it has run (30 s at most).
-    let deadline = std::time::Instant::now() + crate::client::DEADLINE;
+    let deadline = std::time::Instant::now() + super::client::DEADLINE;
     let summary = loop {
         let g = s.ok("tasks/get", json!({"taskId": task}));
         let e = g["_meta"]["dev.taskstream/events"].clone();

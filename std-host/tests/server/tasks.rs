@@ -3,7 +3,7 @@
 
 use serde_json::{json, Value};
 
-use crate::client::{modern, Server};
+use super::client::{modern, Server};
 
 fn legacy_task(s: &mut Server, args: Value) -> String {
     let r = s.ok(

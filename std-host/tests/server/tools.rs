@@ -2,7 +2,7 @@
 
 use serde_json::json;
 
-use crate::client::{modern, Server};
+use super::client::{modern, Server};
 
 #[test]
 fn tools_list_per_era() {

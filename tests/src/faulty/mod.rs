@@ -18,13 +18,15 @@ mod task;
 
 pub use proxy::KillOnDisconnect;
 
+use std::ffi::OsString;
 use std::io::{self, BufRead};
 use std::sync::mpsc::{self, RecvTimeoutError};
 use std::thread;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
+use clap::builder::RangedU64ValueParser;
 use fault::{Faults, CLIENT_FAULTS, FAULTS};
-use server::{Options, Server};
+use server::{FaultyServer, Options};
 
 /// The faulty server's usage text.
 pub const USAGE: &str = "\
@@ -36,16 +38,20 @@ emit {count, interval_ms?, payload_bytes?, fail_at?}, that runs as a task. Witho
 keeps SEP-2694; each --fault NAME (repeatable, or comma-separated) breaks it in one way.
   --fault NAME          a server fault (--list-faults: what the conformance suite must catch)
                         or a client fault (--list-client-faults: what a client must survive)
-  --max-events N        events retained per task (default 10000)
-  --max-age-ms N        drops events older than N milliseconds (default: kept)
-  --max-streams N       concurrent streams per connection (default 8)
+  --max-events N        events retained per task, 1..=1000000000 (default 10000)
+  --max-age-ms N        drops events older than N milliseconds, 1 or more (default: kept)
+  --max-streams N       concurrent streams per connection, 1..=1000000 (default 8)
 ";
 
 /// Runs the faulty server on stdin/stdout with the command-line `args` (without the program
 /// name) until stdin closes; `name` is how messages call it. Answers the exit status: 0, or 2
 /// on a usage error.
-pub fn main_with_args(name: &str, args: &[String]) -> i32 {
-    let opts = match parse(name, args.iter().cloned()) {
+pub fn main_with_args<I, T>(name: &str, args: I) -> i32
+where
+    I: IntoIterator<Item = T>,
+    T: Into<OsString> + Clone,
+{
+    let opts = match parse(name, args) {
         Ok(Some(opts)) => opts,
         Ok(None) => return 0,
         Err(message) => {
@@ -72,7 +78,7 @@ pub fn main_with_args(name: &str, args: &[String]) -> i32 {
         .map(|d| d.as_nanos() as u64)
         .unwrap_or_default()
         ^ u64::from(std::process::id());
-    let mut server = Server::new(opts, io::stdout().lock(), seed);
+    let mut server = FaultyServer::new(opts, io::stdout().lock(), seed);
     loop {
         let line = match server.next_due() {
             Some(due) => rx.recv_timeout(due.saturating_duration_since(Instant::now())),
@@ -88,55 +94,113 @@ pub fn main_with_args(name: &str, args: &[String]) -> i32 {
     }
 }
 
-fn parse(name: &str, mut args: impl Iterator<Item = String>) -> Result<Option<Options>, String> {
-    let mut opts = Options {
-        faults: Faults::default(),
-        max_events: 10_000,
-        max_age: None,
-        max_streams: 8,
-    };
-    while let Some(arg) = args.next() {
-        let mut value = |flag: &str| args.next().ok_or(format!("{flag} needs a value"));
-        match arg.as_str() {
-            "--fault" => {
-                for name in value("--fault")?.split(',') {
-                    opts.faults.add(name.trim())?;
-                }
-            }
-            "--max-events" => {
-                opts.max_events = value("--max-events")?
-                    .parse()
-                    .map_err(|_| "--max-events needs a number")?;
-            }
-            "--max-age-ms" => {
-                let ms: u64 = value("--max-age-ms")?
-                    .parse()
-                    .map_err(|_| "--max-age-ms needs a number")?;
-                opts.max_age = Some(Duration::from_millis(ms));
-            }
-            "--max-streams" => {
-                opts.max_streams = value("--max-streams")?
-                    .parse()
-                    .map_err(|_| "--max-streams needs a number")?;
-            }
-            "--list-faults" => {
-                for (name, _, what) in FAULTS {
-                    println!("{name:<26} {what}");
-                }
-                return Ok(None);
-            }
-            "--list-client-faults" => {
-                for (name, _, rules, what) in CLIENT_FAULTS {
-                    println!("{name:<20} {rules:<13} {what}");
-                }
-                return Ok(None);
-            }
-            "-h" | "--help" => {
-                print!("{}", USAGE.replace("faulty-server", name));
-                return Ok(None);
-            }
-            other => return Err(format!("unknown argument {other:?}")),
-        }
+/// The command line, as clap reads it; [`USAGE`] is its help, and [`Options`]'s defaults are
+/// written here only.
+#[derive(clap::Parser, Debug)]
+#[command(
+    name = "faulty-server",
+    disable_help_flag = true,
+    disable_version_flag = true
+)]
+struct Cli {
+    #[arg(short, long)]
+    help: bool,
+    /// Repeatable, or comma-separated.
+    #[arg(long, value_delimiter = ',')]
+    fault: Vec<String>,
+    #[arg(long, default_value_t = 10_000,
+          value_parser = RangedU64ValueParser::<usize>::new().range(1..=1_000_000_000))]
+    max_events: usize,
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+    max_age_ms: Option<u64>,
+    #[arg(long, default_value_t = 8,
+          value_parser = RangedU64ValueParser::<usize>::new().range(1..=1_000_000))]
+    max_streams: usize,
+    #[arg(long)]
+    list_faults: bool,
+    #[arg(long)]
+    list_client_faults: bool,
+}
+
+/// The options `args` ask for, or `None` when they asked for a listing or the help, which is
+/// then printed.
+///
+/// # Errors
+/// clap's message for a bad argument (naming the allowed range), or an unknown fault's.
+fn parse<I, T>(name: &str, args: I) -> Result<Option<Options>, String>
+where
+    I: IntoIterator<Item = T>,
+    T: Into<OsString> + Clone,
+{
+    use clap::Parser as _;
+    let argv = std::iter::once(OsString::from(name)).chain(args.into_iter().map(Into::into));
+    let cli = Cli::try_parse_from(argv).map_err(|e| crate::cli::clap_message(&e))?;
+    if cli.help {
+        print!("{}", USAGE.replace("faulty-server", name));
+        return Ok(None);
     }
-    Ok(Some(opts))
+    if cli.list_faults {
+        for (name, _, what) in FAULTS {
+            println!("{name:<26} {what}");
+        }
+        return Ok(None);
+    }
+    if cli.list_client_faults {
+        for (name, _, rules, what) in CLIENT_FAULTS {
+            println!("{name:<20} {rules:<13} {what}");
+        }
+        return Ok(None);
+    }
+    let mut faults = Faults::default();
+    for fault in &cli.fault {
+        faults.add(fault.trim())?;
+    }
+    Ok(Some(Options {
+        faults,
+        max_events: cli.max_events,
+        max_age: cli.max_age_ms.map(Duration::from_millis),
+        max_streams: cli.max_streams,
+    }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parsed(words: &[&str]) -> Result<Option<Options>, String> {
+        parse("faulty-server", words)
+    }
+
+    #[test]
+    fn defaults_ranges_and_faults() {
+        let Ok(Some(o)) = parsed(&[]) else {
+            panic!("no options")
+        };
+        assert_eq!((o.max_events, o.max_age, o.max_streams), (10_000, None, 8));
+        let Ok(Some(o)) = parsed(&[
+            "--max-events",
+            "5",
+            "--max-age-ms=200",
+            "--max-streams",
+            "2",
+        ]) else {
+            panic!("no options")
+        };
+        assert_eq!(o.max_events, 5);
+        assert_eq!(o.max_age, Some(Duration::from_millis(200)));
+        assert_eq!(o.max_streams, 2);
+        let Err(e) = parsed(&["--max-events", "0"]) else {
+            panic!("0 events accepted")
+        };
+        assert!(e.contains("1..=1000000000"), "{e}");
+        let Err(e) = parsed(&["--max-streams", "many"]) else {
+            panic!("a word accepted")
+        };
+        assert!(e.contains("--max-streams"), "{e}");
+        let Err(e) = parsed(&["--fault", "no-such-fault"]) else {
+            panic!("an unknown fault accepted")
+        };
+        assert!(e.contains("unknown fault"), "{e}");
+        assert!(parsed(&["--frobnicate"]).is_err());
+    }
 }

@@ -16,7 +16,7 @@ use serde_json::Value;
 use super::{probe, Ctx, Shape};
 use crate::catalog::Id;
 use crate::evidence::Evidence;
-use crate::session::{After, Reply, RpcError, Session};
+use crate::session::{After, ReceivedError, Reply, Session};
 
 const IDS: &[Id] = &[Id::Rs03b, Id::Rt04, Id::Rs07, Id::Eg01];
 
@@ -118,7 +118,7 @@ fn dropped_history(ctx: &Ctx<'_>, s: &mut Session, ev: &mut Evidence) -> Result<
 /// An `events_gone` answer, recognised as the chapter tells clients to recognise it: by
 /// `data.reason`, not by the code. The receiver's side (the code -32010 and the whole shape the
 /// SEP gives) is EG-01's, judged by [`shape_failure`], so one wrong code fails EG-01 alone.
-pub(super) fn is_events_gone(error: &RpcError) -> bool {
+pub(super) fn is_events_gone(error: &ReceivedError) -> bool {
     error
         .data
         .as_ref()
@@ -130,7 +130,7 @@ pub(super) fn is_events_gone(error: &RpcError) -> bool {
 /// EG-01: code -32010, data `{reason: "events_gone", taskId, earliestSeq}`, earliestSeq equal
 /// to `earliest`; `why` says why that is the right value, for the failure message.
 pub(super) fn shape_failure(
-    error: &RpcError,
+    error: &ReceivedError,
     task: &str,
     earliest: u64,
     why: &str,

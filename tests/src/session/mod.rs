@@ -16,13 +16,13 @@ use serde_json::{json, Value};
 
 use crate::config::{Era, TaskProfile};
 use crate::event::Event;
-use crate::wire::{Incoming, Server};
+use crate::wire::{Incoming, ServerUnderTest};
 
 mod reply;
 mod stream;
 mod verdicts;
 
-pub(crate) use reply::{Broken, ConnectError, Reply, RpcError};
+pub(crate) use reply::{Broken, ConnectError, ReceivedError, Reply};
 pub(crate) use stream::{After, StreamId, StreamRec, StreamState};
 
 const PROTOCOL_VERSION: &str = "io.modelcontextprotocol/protocolVersion";
@@ -39,7 +39,7 @@ const POLL_EVERY: Duration = Duration::from_millis(20);
 
 /// One connection, in one era.
 pub(crate) struct Session {
-    server: Server,
+    server: ServerUnderTest,
     era: Era,
     timeout: Duration,
     next_id: u64,
@@ -68,9 +68,9 @@ impl Session {
         verbose: bool,
     ) -> Result<(Session, Value), ConnectError> {
         let server = match crate::wire::http_url(command) {
-            Some(url) => Server::connect_http(url, era == Era::Modern, label, verbose)
+            Some(url) => ServerUnderTest::connect_http(url, era == Era::Modern, label, verbose)
                 .map_err(|error| ConnectError::Failed(format!("{url}: {error}")))?,
-            None => Server::spawn(command, label, verbose).map_err(|error| {
+            None => ServerUnderTest::spawn(command, label, verbose).map_err(|error| {
                 ConnectError::Failed(format!("could not start {:?}: {error}", command.join(" ")))
             })?,
         };
@@ -299,7 +299,7 @@ impl Session {
             return;
         };
         let reply = match message.get("error") {
-            Some(error) => Reply::Error(RpcError::parse(error)),
+            Some(error) => Reply::Error(ReceivedError::parse(error)),
             None => Reply::Result(message.get("result").cloned().unwrap_or(Value::Null)),
         };
         let Some(stream) = self.streams.iter_mut().find(|s| s.request_id == id) else {

@@ -8,15 +8,15 @@ use super::abbreviate;
 
 /// A JSON-RPC error object, as received.
 #[derive(Clone, Debug)]
-pub(crate) struct RpcError {
+pub(crate) struct ReceivedError {
     pub(crate) code: Option<i64>,
     pub(crate) message: String,
     pub(crate) data: Option<Value>,
 }
 
-impl RpcError {
-    pub(super) fn parse(error: &Value) -> RpcError {
-        RpcError {
+impl ReceivedError {
+    pub(super) fn parse(error: &Value) -> ReceivedError {
+        ReceivedError {
             code: error.get("code").and_then(Value::as_i64),
             message: error
                 .get("message")
@@ -28,7 +28,7 @@ impl RpcError {
     }
 }
 
-impl fmt::Display for RpcError {
+impl fmt::Display for ReceivedError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self.code {
             Some(code) => write!(f, "error {code}")?,
@@ -45,7 +45,7 @@ impl fmt::Display for RpcError {
 #[derive(Clone, Debug)]
 pub(crate) enum Reply {
     Result(Value),
-    Error(RpcError),
+    Error(ReceivedError),
 }
 
 impl Reply {

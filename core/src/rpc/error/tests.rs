@@ -3,7 +3,7 @@ use crate::id::RequestId;
 use crate::json::JsonError;
 use std::collections::BTreeSet;
 
-fn s(n: u64) -> Seq {
+fn seq(n: u64) -> Seq {
     Seq::new(n).unwrap()
 }
 
@@ -78,7 +78,7 @@ fn reasons_are_distinct_snake_case() {
 #[test]
 fn resume_errors_map_to_events_gone_or_invalid_params() {
     // EG-01: events_gone carries the task and the earliest retained seq.
-    let gone = ResumeError::EventsGone { earliest: s(100) };
+    let gone = ResumeError::EventsGone { earliest: seq(100) };
     assert_eq!(ErrorCode::from(gone), ErrorCode::EventsGone);
     assert_eq!(
         RpcError::from_resume(gone, "task-123"),
@@ -87,18 +87,18 @@ fn resume_errors_map_to_events_gone_or_invalid_params() {
             message: "Task events are no longer available",
             data: ErrorData::EventsGone {
                 task_id: "task-123",
-                earliest: s(100)
+                earliest: seq(100)
             },
         }
     );
     assert_eq!(
         RpcError::from_resume(gone, "t"),
-        RpcError::events_gone("t", s(100))
+        RpcError::events_gone("t", seq(100))
     );
     // a cursor beyond the last seq is invalid params (RS-02).
     let ahead = ResumeError::CursorAhead {
-        after: s(9),
-        next: s(5),
+        after: seq(9),
+        next: seq(5),
     };
     assert_eq!(ErrorCode::from(ahead), ErrorCode::InvalidParams);
     let rpc = RpcError::from_resume(ahead, "t");

@@ -6,7 +6,7 @@ use std::string::String;
 use std::vec;
 use std::vec::Vec;
 
-fn s(n: u64) -> Seq {
+fn seq(n: u64) -> Seq {
     Seq::new(n).unwrap()
 }
 
@@ -61,7 +61,7 @@ fn event_notification_golden_line() {
     // The example of SEP-2694, "notifications/tasks/event", byte for byte (compacted).
     let ev = EventNotification {
         task_id: "task-123",
-        seq: s(42),
+        seq: seq(42),
         event_type: "com.example.content.partial",
         payload: br#"{"content":[{"type":"text","text":"partial text"}]}"#,
     };
@@ -161,7 +161,10 @@ fn stream_results_per_era() {
 fn error_responses() {
     // EG-01, byte for byte as in SEP-2694, "events_gone error" (compacted).
     assert_eq!(
-        error_line(Some(&10.into()), &RpcError::events_gone("task-123", s(100))),
+        error_line(
+            Some(&10.into()),
+            &RpcError::events_gone("task-123", seq(100))
+        ),
         r#"{"jsonrpc":"2.0","id":10,"error":{"code":-32010,"message":"Task events are no longer available","data":{"reason":"events_gone","taskId":"task-123","earliestSeq":100}}}"#
     );
     check(
@@ -350,7 +353,7 @@ proptest! {
     ) {
         let ev = EventNotification {
             task_id: &task_id,
-            seq: s(seq),
+            seq: Seq::new(seq).expect("in range"),
             event_type: &event_type,
             payload: payload.as_bytes(),
         };
@@ -380,7 +383,7 @@ proptest! {
         message in any::<String>(),
         earliest in 0..=Seq::MAX.get(),
     ) {
-        let err = RpcError::events_gone(&task_id, s(earliest)).with_message(&message);
+        let err = RpcError::events_gone(&task_id, seq(earliest)).with_message(&message);
         let mut buf: Vec<u8> = vec![0; error_len(id.as_ref(), &err)];
         write_error(id.as_ref(), &err, &mut buf).unwrap();
         let parsed: Value = serde_json::from_slice(&buf).unwrap();

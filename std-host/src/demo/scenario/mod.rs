@@ -7,15 +7,15 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Map, Value};
 
-use crate::client::{
-    Client, ClientError, ClientOptions, EraChoice, FileCursorStore, FollowEnd, FollowError,
-    GonePolicy, ResumableStream, StreamOptions, TaskInfo, TaskStatus,
-};
 use crate::demo::record::{Recorder, Seen};
 use crate::demo::report::{Report, StepTime};
 use crate::demo::ui::{fit, Ui};
 use crate::demo::view::TraceView;
-use crate::workloads::trace::Trace;
+use taskstream_client::{
+    Client, ClientError, ClientOptions, EraChoice, FileCursorStore, FollowEnd, FollowError,
+    GonePolicy, ResumableStream, StreamOptions, TaskInfo, TaskStatus,
+};
+use taskstream_server::trace::Trace;
 
 /// The event type of status events (docs/interface.md).
 const STATUS_TYPE: &str = "dev.taskstream.task.status";
@@ -378,7 +378,7 @@ impl Demo {
         Ok(())
     }
 
-    fn count(&mut self, stats: &crate::client::FollowStats) {
+    fn count(&mut self, stats: &taskstream_client::FollowStats) {
         self.related_checked += stats.related_task_checked;
         self.events_received += stats.processed + stats.duplicates;
     }
@@ -400,7 +400,7 @@ impl Demo {
         // has logged a few more events, so the crash cuts through a live replay.
         let deadline = Instant::now() + Duration::from_secs(5);
         let task = loop {
-            let task = client.get_task(&task_id).map_err(err("tasks/get"))?;
+            let task = client.task_info(&task_id).map_err(err("tasks/get"))?;
             let latest = task.events.and_then(|r| r.latest_seq).unwrap_or(0);
             if latest >= self.cut_a + 5 || Instant::now() >= deadline || task.status.is_terminal() {
                 break task;
@@ -431,7 +431,7 @@ impl Demo {
             .line(&format!("SIGKILL → server pid {pid}: {status}"));
         let store = FileCursorStore::open(&self.cursor_dir).map_err(err("cursor store"))?;
         let persisted =
-            crate::client::CursorStore::load(&store, &task_id).map_err(err("cursor store"))?;
+            taskstream_client::CursorStore::load(&store, &task_id).map_err(err("cursor store"))?;
         let last_processed = self.seen_a.last().map(|s| s.seq);
         self.report.check(
             &mut self.ui,

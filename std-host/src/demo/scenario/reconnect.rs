@@ -8,11 +8,11 @@ use std::time::{Duration, Instant};
 
 use serde_json::json;
 
-use crate::client::{
+use crate::demo::record::{Recorder, Seen};
+use taskstream_client::{
     Client, ClientOptions, EraChoice, FileCursorStore, Flow, FollowEnd, GonePolicy,
     MemoryCursorStore, ResumableStream, StartAt, TaskStatus,
 };
-use crate::demo::record::{Recorder, Seen};
 
 use super::{err, first_break, opt, stream_options, Demo, Res};
 
@@ -37,7 +37,7 @@ impl Demo {
         // While nobody was connected the task went on: wait (bounded) to see it.
         let deadline = Instant::now() + Duration::from_secs(5);
         let task = loop {
-            let task = client.get_task(&task_id).map_err(err("tasks/get"))?;
+            let task = client.task_info(&task_id).map_err(err("tasks/get"))?;
             let latest = task.events.and_then(|r| r.latest_seq).unwrap_or(0);
             if latest >= self.lost_a + 5 || Instant::now() >= deadline || task.status.is_terminal()
             {
@@ -114,6 +114,7 @@ impl Demo {
             Ok(FollowEnd::Completed(_)) => {
                 return Err("the task ended before the resumed client stopped".into())
             }
+            Ok(other) => return Err(format!("resuming task A ended as {other:?}")),
             Err(e) => return Err(format!("resuming task A: {e}")),
         }
         let resumed: Vec<u64> = self.seen_a[before..].iter().map(|s| s.seq).collect();
@@ -254,7 +255,7 @@ fn late_joiner(url: &str, task_id: &str, stop_at: u64) -> Joined {
         }
     };
     joined.latest_at_join = client
-        .get_task(task_id)
+        .task_info(task_id)
         .ok()
         .and_then(|t| t.events)
         .and_then(|r| r.latest_seq);

@@ -6,10 +6,10 @@ use std::collections::BTreeSet;
 
 use serde_json::{json, Value};
 
-use crate::client::{
+use crate::demo::record::{Recorder, Seen};
+use taskstream_client::{
     FileCursorStore, FollowEnd, GonePolicy, MemoryCursorStore, ResumableStream, StartAt, TaskStatus,
 };
-use crate::demo::record::{Recorder, Seen};
 
 use super::{compare_with_trace, err, first_break, opt, stream_options, Demo, Res, STATUS_TYPE};
 
@@ -18,7 +18,7 @@ impl Demo {
         let task_id = self.task_a.clone();
         let client = self.spawn(&[])?;
         let before = client.unsolicited_count();
-        let task = client.get_task(&task_id).map_err(err("tasks/get"))?;
+        let task = client.task_info(&task_id).map_err(err("tasks/get"))?;
         let notifications = client.unsolicited_count() - before;
         self.show_task("tasks/get after restart", &task);
         self.ui.line(&format!(
@@ -59,6 +59,7 @@ impl Demo {
         let result = match end {
             Ok(FollowEnd::Completed(result)) => result,
             Ok(FollowEnd::Stopped) => return Err("the resumed stream stopped".into()),
+            Ok(other) => return Err(format!("the resumed stream ended as {other:?}")),
             Err(e) => return Err(format!("resuming task A: {e}")),
         };
         let resumed: Vec<u64> = self.seen_a[before_resume..].iter().map(|s| s.seq).collect();
@@ -146,7 +147,7 @@ impl Demo {
         let mut calls = 0u64;
         let again = stream.follow_from(&client, StartAt::After(self.cut_a), |_| {
             calls += 1;
-            Ok::<_, String>(crate::client::Flow::Continue)
+            Ok::<_, String>(taskstream_client::Flow::Continue)
         });
         self.count(stream.stats());
         let dropped = stream.stats().duplicates - dup_before;
@@ -183,7 +184,7 @@ impl Demo {
         let mut log: Vec<Seen> = Vec::new();
         let audited = audit.follow_from(&client, StartAt::Retained, |e| {
             log.push(Seen::of(e));
-            Ok::<_, String>(crate::client::Flow::Continue)
+            Ok::<_, String>(taskstream_client::Flow::Continue)
         });
         self.count(audit.stats());
         audited.map_err(|e| format!("audit replay: {e}"))?;
@@ -223,7 +224,7 @@ impl Demo {
                 && t.payload.get("status").and_then(Value::as_str) == Some("failed")
         });
         let status_events = log.iter().filter(|s| s.event_type == STATUS_TYPE).count();
-        let now = client.get_task(&task_id).map_err(err("tasks/get"))?;
+        let now = client.task_info(&task_id).map_err(err("tasks/get"))?;
         self.report.check(
             &mut self.ui,
             5,

@@ -6,13 +6,13 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
-use crate::client::{
-    FileCursorStore, FollowEnd, FollowError, GonePolicy, ResumableStream, SkippedRange, StartAt,
-    StreamItem, TaskStatus,
-};
 use crate::demo::record::{Recorder, Seen};
 use crate::demo::ui::fit;
 use crate::demo::view::TraceView;
+use taskstream_client::{
+    FileCursorStore, FollowEnd, FollowError, GonePolicy, ResumableStream, SkippedRange, StartAt,
+    StreamItem, TaskStatus,
+};
 
 use super::{
     compare_with_trace, err, opt, stream_options, Demo, Res, SMALL_RETENTION, STATUS_TYPE,
@@ -66,7 +66,7 @@ impl Demo {
             return Err(format!("following task B: {first:?}"));
         }
         let old = stream.cursor().unwrap_or(0);
-        let working = client.get_task(&task_id).map_err(err("tasks/get"))?;
+        let working = client.task_info(&task_id).map_err(err("tasks/get"))?;
         self.ui.line(&format!(
             "the client leaves after seq {old} (stream cancelled); task B is {} and runs on with nobody listening",
             working.status
@@ -77,7 +77,7 @@ impl Demo {
         let mut quartile = 0;
         let mut last_line = Instant::now();
         let task = loop {
-            let task = client.get_task(&task_id).map_err(err("tasks/get"))?;
+            let task = client.task_info(&task_id).map_err(err("tasks/get"))?;
             let range = task.events;
             let next = range.map_or(0, |r| r.next_seq);
             let retained = range.map_or_else(
@@ -192,7 +192,9 @@ impl Demo {
         // Policy "fail": the gap is fatal and nothing is processed.
         stream.set_options(stream_options(GonePolicy::Fail));
         let processed_before = stream.stats().processed;
-        let fatal = stream.follow(&client, |_| Ok::<_, String>(crate::client::Flow::Continue));
+        let fatal = stream.follow(&client, |_| {
+            Ok::<_, String>(taskstream_client::Flow::Continue)
+        });
         self.count(stream.stats());
         let fatal_ok = matches!(&fatal, Err(FollowError::EventsGone(g)) if g.task_id == task_id)
             && stream.stats().processed == processed_before
@@ -286,7 +288,7 @@ impl Demo {
                 gaps.last().map_or_else(|| "none".into(), |g| format!("{}..={}", g.first, g.last))
             ),
         );
-        let done = client.get_task(&task_id).map_err(err("tasks/get"))?;
+        let done = client.task_info(&task_id).map_err(err("tasks/get"))?;
         let terminal_ok = seen_b.last().is_some_and(|t| {
             t.seq == last_b
                 && t.event_type == STATUS_TYPE

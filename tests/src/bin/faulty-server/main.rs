@@ -2,9 +2,8 @@
 //! suite's self-tests (`taskstream_conformance::faulty`).
 
 fn main() {
-    let args: Vec<String> = std::env::args().skip(1).collect();
     std::process::exit(taskstream_conformance::faulty::main_with_args(
         "faulty-server",
-        &args,
+        std::env::args_os().skip(1),
     ));
 }

@@ -31,14 +31,14 @@ pub(crate) struct Options {
 }
 
 /// A JSON-RPC error to answer.
-struct RpcError {
+struct OutgoingError {
     code: i64,
     message: String,
     data: Option<Value>,
 }
 
-fn error(code: i64, message: impl Into<String>) -> RpcError {
-    RpcError {
+fn error(code: i64, message: impl Into<String>) -> OutgoingError {
+    OutgoingError {
         code,
         message: message.into(),
         data: None,
@@ -47,11 +47,12 @@ fn error(code: i64, message: impl Into<String>) -> RpcError {
 
 /// What a request gets: an answer now, or nothing yet (an open stream).
 enum Answer {
-    Now(Result<Value, RpcError>),
+    Now(Result<Value, OutgoingError>),
     Later,
 }
 
-pub(crate) struct Server<W: Write> {
+/// The reference server: its tasks and streams, and the faults it commits on purpose.
+pub(crate) struct FaultyServer<W: Write> {
     opts: Options,
     out: W,
     /// An `initialize` handshake selected the legacy era for this process.
@@ -67,9 +68,9 @@ pub(crate) struct Server<W: Write> {
     rng: u64,
 }
 
-impl<W: Write> Server<W> {
-    pub(crate) fn new(opts: Options, out: W, seed: u64) -> Server<W> {
-        Server {
+impl<W: Write> FaultyServer<W> {
+    pub(crate) fn new(opts: Options, out: W, seed: u64) -> FaultyServer<W> {
+        FaultyServer {
             opts,
             out,
             legacy: false,
@@ -92,7 +93,7 @@ impl<W: Write> Server<W> {
         let _ = self.out.flush();
     }
 
-    fn respond(&mut self, id: &Value, answer: Result<Value, RpcError>) {
+    fn respond(&mut self, id: &Value, answer: Result<Value, OutgoingError>) {
         let message = match answer {
             Ok(result) => json!({"jsonrpc": "2.0", "id": id, "result": result}),
             Err(e) => {
@@ -194,7 +195,7 @@ impl<W: Write> Server<W> {
 
     /// Modern requests need `_meta` with the protocol version and client capabilities (MCP
     /// digest, a.4). Answers whether the Tasks extension was declared (always, in legacy).
-    fn check_meta(&self, method: &str, params: &Value) -> Result<bool, RpcError> {
+    fn check_meta(&self, method: &str, params: &Value) -> Result<bool, OutgoingError> {
         if self.legacy {
             return Ok(true);
         }
@@ -277,7 +278,7 @@ impl<W: Write> Server<W> {
         self.complete(result)
     }
 
-    fn tools_call(&mut self, params: &Value, declared: bool) -> Result<Value, RpcError> {
+    fn tools_call(&mut self, params: &Value, declared: bool) -> Result<Value, OutgoingError> {
         if params.get("name").and_then(Value::as_str) != Some("emit") {
             return Err(error(-32602, "Unknown tool"));
         }
@@ -354,7 +355,7 @@ impl<W: Write> Server<W> {
         json
     }
 
-    fn unknown_task(&self) -> RpcError {
+    fn unknown_task(&self) -> OutgoingError {
         if self.has(Fault::UnknownTaskCode) {
             error(-32600, "Unknown task")
         } else {
@@ -362,14 +363,14 @@ impl<W: Write> Server<W> {
         }
     }
 
-    fn task_id_param(params: &Value) -> Result<&str, RpcError> {
+    fn task_id_param(params: &Value) -> Result<&str, OutgoingError> {
         params
             .get("taskId")
             .and_then(Value::as_str)
             .ok_or_else(|| error(-32602, "taskId must be a string"))
     }
 
-    fn tasks_get(&self, params: &Value) -> Result<Value, RpcError> {
+    fn tasks_get(&self, params: &Value) -> Result<Value, OutgoingError> {
         let id = Self::task_id_param(params)?;
         let Some(task) = self.tasks.get(id) else {
             return Err(self.unknown_task());
@@ -391,7 +392,7 @@ impl<W: Write> Server<W> {
         Ok(self.complete(json))
     }
 
-    fn tasks_cancel(&mut self, params: &Value) -> Result<Value, RpcError> {
+    fn tasks_cancel(&mut self, params: &Value) -> Result<Value, OutgoingError> {
         let id = Self::task_id_param(params)?.to_owned();
         let Some(task) = self.tasks.get(&id) else {
             return Err(self.unknown_task());

@@ -5,7 +5,7 @@ use std::io::Write;
 
 use serde_json::{json, Value};
 
-use super::{error, Answer, RpcError, Server, MAX_SEQ};
+use super::{error, Answer, FaultyServer, OutgoingError, MAX_SEQ};
 use crate::faulty::fault::Fault;
 use crate::faulty::task::Status;
 
@@ -33,7 +33,7 @@ pub(super) struct Stream {
     pub(super) closed: bool,
 }
 
-impl<W: Write> Server<W> {
+impl<W: Write> FaultyServer<W> {
     pub(super) fn tasks_stream(&mut self, id: &Value, params: &Value) -> Answer {
         match self.open_stream(id, params) {
             Ok(Some(index)) => {
@@ -47,7 +47,7 @@ impl<W: Write> Server<W> {
     }
 
     /// Validates a `tasks/stream` and registers it. `Ok(None)` answers an empty result at once.
-    fn open_stream(&mut self, id: &Value, params: &Value) -> Result<Option<usize>, RpcError> {
+    fn open_stream(&mut self, id: &Value, params: &Value) -> Result<Option<usize>, OutgoingError> {
         let wanted = Self::task_id_param(params)?;
         let found = self.tasks.keys().find(|k| {
             k.as_str() == wanted

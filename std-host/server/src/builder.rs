@@ -1,0 +1,316 @@
+//! [`ServerBuilder`]: an MCP server of your own tools, with everything `taskstream serve` does.
+
+use std::ffi::OsString;
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use serde_json::{Map, Value};
+
+use super::process::{Extra, Forward, Process};
+use super::ServeError;
+use crate::config::{self, ServeCommand, ServeConfig};
+#[cfg(feature = "postgres")]
+use crate::store::{PgConfig, PgStore};
+use crate::store::{Store, StoreConfig, TaskStore};
+use crate::tool::{Registry, Tool};
+
+/// Builds and runs an MCP server whose tools are yours (see [`crate::tool`]): both protocol
+/// eras, Tasks, `tasks/stream` with retention and `events_gone`, events durable before any
+/// client sees them, and recovery after a crash (a task that was running ends `failed` at the
+/// next start) come with it.
+///
+/// It takes the options of `taskstream serve`: [`args`](Self::args) parses them (data dir or
+/// `--in-memory`, retention, limits, `--durability`, `--principal`, `--http` with its
+/// authentication options), or set a [`ServeConfig`] with [`config`](Self::config).
+///
+/// ```no_run
+/// use serde_json::json;
+/// use taskstream_server::tool::{Tool, ToolResult};
+/// use taskstream_server::ServerBuilder;
+///
+/// fn main() -> std::process::ExitCode {
+///     let hello = Tool::new("hello", "Greets, slowly", json!({"type": "object"}), |ctx, _| {
+///         for word in ["hello", "world"] {
+///             ctx.emit("com.example.hello.word", &json!({ "word": word }))?;
+///             ctx.sleep(std::time::Duration::from_millis(100))?;
+///         }
+///         Ok(ToolResult::text("hello, world"))
+///     });
+///     // `my-server --data-dir DIR`, `my-server --in-memory --http 127.0.0.1:8080`, …
+///     ServerBuilder::new("my-server", "0.1.0").tool(hello).main()
+/// }
+/// ```
+pub struct ServerBuilder {
+    config: ServeConfig,
+    tools: Vec<Tool>,
+    builtin: bool,
+    name: String,
+    version: String,
+    instructions: Option<String>,
+    capabilities: Map<String, Value>,
+    forward: Option<Arc<dyn Forward>>,
+}
+
+/// Why [`ServerBuilder::args`] refused the command line.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ArgsError {
+    /// `--help` was asked for: print [`config::serve_help`].
+    #[error("help was asked for")]
+    Help,
+    /// A bad option.
+    #[error(transparent)]
+    Config(#[from] config::ConfigError),
+}
+
+impl ServerBuilder {
+    /// A server called `name` (its `serverInfo`), in memory with the defaults of
+    /// `taskstream serve`, and no tools yet.
+    pub fn new(name: impl Into<String>, version: impl Into<String>) -> ServerBuilder {
+        ServerBuilder {
+            config: ServeConfig::in_memory(),
+            tools: Vec::new(),
+            builtin: false,
+            name: name.into(),
+            version: version.into(),
+            instructions: None,
+            capabilities: Map::new(),
+            forward: None,
+        }
+    }
+
+    /// Adds a tool (a later tool of the same name replaces an earlier one).
+    #[must_use]
+    pub fn tool(mut self, tool: Tool) -> ServerBuilder {
+        self.tools.push(tool);
+        self
+    }
+
+    /// Adds `taskstream serve`'s own tools, `emit` and `run_trace` (docs/interface.md).
+    #[must_use]
+    pub fn builtin_tools(mut self) -> ServerBuilder {
+        self.builtin = true;
+        self
+    }
+
+    /// What the server tells a host about itself (`instructions`).
+    #[must_use]
+    pub fn instructions(mut self, text: impl Into<String>) -> ServerBuilder {
+        self.instructions = Some(text.into());
+        self
+    }
+
+    /// Replaces the configuration.
+    #[must_use]
+    pub fn config(mut self, config: ServeConfig) -> ServerBuilder {
+        self.config = config;
+        self
+    }
+
+    /// The configuration, to change one setting.
+    pub fn config_mut(&mut self) -> &mut ServeConfig {
+        &mut self.config
+    }
+
+    /// Takes the options of `taskstream serve` from `args` (without the program name), with
+    /// the environment (`TASKSTREAM_DATA_DIR`, `TASKSTREAM_PRINCIPAL`, …) as `serve` reads it.
+    ///
+    /// # Errors
+    /// [`ArgsError::Help`] for `--help`; [`ArgsError::Config`] naming a bad option.
+    pub fn args(
+        mut self,
+        args: impl IntoIterator<Item = OsString>,
+    ) -> Result<ServerBuilder, ArgsError> {
+        match config::parse_serve(args, |k| std::env::var_os(k)) {
+            Ok(ServeCommand::Run(c)) => {
+                self.config = *c;
+                Ok(self)
+            }
+            Ok(ServeCommand::Help) => Err(ArgsError::Help),
+            Err(e) => Err(ArgsError::Config(e)),
+        }
+    }
+
+    /// Capabilities beyond `tools` and `tasks` (the gateway's relayed ones).
+    pub(crate) fn capabilities(mut self, caps: Map<String, Value>) -> ServerBuilder {
+        self.capabilities = caps;
+        self
+    }
+
+    /// Where requests other than tools and Tasks go (the gateway).
+    pub(crate) fn forward(mut self, forward: Arc<dyn Forward>) -> ServerBuilder {
+        self.forward = Some(forward);
+        self
+    }
+
+    /// Opens the store and starts the process (its tasks, its retention sweep).
+    ///
+    /// # Errors
+    /// A message saying why the store could not be opened or a thread not started.
+    fn start(self) -> Result<Arc<Process>, String> {
+        let mut tools = Vec::new();
+        if self.builtin {
+            tools.extend(crate::workloads::builtin(u64::from(
+                self.config.retention.max_payload_bytes,
+            )));
+        }
+        tools.extend(self.tools);
+        let mut extra = Extra::builtin();
+        if !self.builtin || self.name != "taskstream" {
+            extra.server_info = serde_json::json!({ "name": self.name, "version": self.version });
+            let text = self.instructions.unwrap_or_else(|| {
+                "Tools run as tasks when asked to; follow a task's events with tasks/stream \
+                 (SEP-2694), resuming with `after` = the last seq you processed."
+                    .into()
+            });
+            extra.instructions = (text.clone(), text);
+        }
+        extra.capabilities = self.capabilities;
+        extra.forward = self.forward;
+        let store: Arc<dyn TaskStore> = match &self.config.store_url {
+            #[cfg(feature = "postgres")]
+            Some(url) => Arc::new(open_pg(&self.config, url)?),
+            #[cfg(not(feature = "postgres"))]
+            Some(_) => {
+                return Err(
+                    "this server was built without the PostgreSQL store (the feature \
+                            `postgres` of taskstream-server)"
+                        .to_owned(),
+                )
+            }
+            None => Arc::new(open_store(&self.config)?),
+        };
+        Process::start_with(self.config, store, Registry::new(tools), extra)
+            .map_err(|e| format!("starting a thread: {e}"))
+    }
+
+    /// Serves as configured: Streamable HTTP with `--http`, the data dir's socket with
+    /// `--socket`, else stdio (until stdin ends).
+    ///
+    /// # Errors
+    /// [`ServeError`] saying why the server could not start or stopped.
+    pub fn serve(self) -> Result<(), ServeError> {
+        let http = self.config.http.clone();
+        let socket = self.config.socket.zip(self.config.data_dir.clone());
+        let process = self.start().map_err(ServeError::Start)?;
+        if let Some((socket, dir)) = socket {
+            if socket.detach {
+                // Away from the terminal and the process group of whoever started it.
+                let _ = rustix::process::setsid();
+            }
+            let idle = (socket.idle_exit_secs > 0)
+                .then(|| std::time::Duration::from_secs(socket.idle_exit_secs));
+            return super::serve_socket(process, &dir, idle);
+        }
+        if let Some(http) = http {
+            return super::serve_http(process, &http);
+        }
+        super::serve_process(
+            process,
+            std::io::stdin().lock(),
+            Box::new(std::io::stdout()),
+        )
+    }
+
+    /// Serves one connection over `input` and `output` (newline-delimited JSON-RPC, as on
+    /// stdio) until `input` ends; then the process stops (running tasks end `failed` at the
+    /// next start on the same data dir). For tests and for transports of your own.
+    ///
+    /// # Errors
+    /// [`ServeError`] saying why the server could not start or stopped.
+    pub fn serve_io(
+        self,
+        input: impl std::io::Read,
+        output: Box<dyn std::io::Write + Send>,
+    ) -> Result<(), ServeError> {
+        let process = self.start().map_err(ServeError::Start)?;
+        super::serve_process(process, input, output)
+    }
+
+    /// The whole `main` of a server: takes `serve`'s options from the process's arguments,
+    /// prints help or a bad option's error, serves, and says how it ended. It installs the
+    /// stderr log subscriber first ([`crate::log::init`]; `--log-format text|json`).
+    pub fn main(self) -> ExitCode {
+        let program = std::env::args().next().unwrap_or_else(|| self.name.clone());
+        let mut args: Vec<std::ffi::OsString> = std::env::args_os().skip(1).collect();
+        match crate::log::take_format(&mut args) {
+            Ok(format) => crate::log::init(format),
+            Err(e) => {
+                eprintln!("{program}: {e}");
+                return ExitCode::from(2);
+            }
+        }
+        match self.args(args) {
+            Ok(b) => match b.serve() {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(e) => {
+                    eprintln!("{program}: {e}");
+                    ExitCode::FAILURE
+                }
+            },
+            Err(ArgsError::Help) => {
+                print!("{}", config::serve_help());
+                ExitCode::SUCCESS
+            }
+            Err(ArgsError::Config(e)) => {
+                eprintln!("{program}: {e}");
+                ExitCode::from(2)
+            }
+        }
+    }
+}
+
+/// Connects to the PostgreSQL store (`--store`), migrating its schema, and says so on stderr.
+///
+/// # Errors
+/// Why it could not be opened.
+#[cfg(feature = "postgres")]
+pub(super) fn open_pg(config: &ServeConfig, url: &str) -> Result<PgStore, String> {
+    let store = PgStore::open(PgConfig {
+        url: url.to_owned(),
+        retention: config.retention,
+        lease_timeout: config.lease_timeout,
+    })
+    .map_err(|e| format!("cannot open the store: {e}"))?;
+    eprintln!(
+        "taskstream: store {} (PostgreSQL), replica {}",
+        store.target(),
+        store.replica_id()
+    );
+    Ok(store)
+}
+
+/// Opens the data dir `config` describes, reporting on stderr what recovery found.
+///
+/// # Errors
+/// Why it could not be opened.
+pub fn open_store(config: &ServeConfig) -> Result<Store, String> {
+    // The store creates a missing data dir itself, owner-only (0700); creating it here first
+    // would leave it with the umask's mode.
+    let store = Store::open(store_config(config), crate::clock::now())
+        .map_err(|e| format!("cannot open the store: {e}"))?;
+    let report = store.recovery();
+    for w in &report.warnings {
+        eprintln!("taskstream: warning: {w}");
+    }
+    if let Some(torn) = &report.torn_tail {
+        eprintln!(
+            "taskstream: cut a torn write off the log ({} at offset {}: {})",
+            torn.segment.display(),
+            torn.offset,
+            torn.error
+        );
+    }
+    Ok(store)
+}
+
+/// The store's part of `config`.
+#[must_use]
+pub(crate) fn store_config(config: &ServeConfig) -> StoreConfig {
+    StoreConfig {
+        data_dir: config.data_dir.clone(),
+        durability: config.durability,
+        retention: config.retention,
+        max_store_bytes: config.max_store_bytes,
+    }
+}

@@ -1,0 +1,253 @@
+//! Server-sent events: the frames, and the producer of a `tasks/stream` response.
+//!
+//! A [`StreamBody`] is pulled by hyper as the client reads: it pumps its [`Detached`] stream on
+//! a blocking thread (store reads may touch sled), yields the frames, and, when there is
+//! nothing to send, waits on its task's wake-up without holding any thread; a quiet stream
+//! sends a keep-alive comment every [`KEEP_ALIVE`]. A client that stops reading stops the
+//! pulling (hyper's back-pressure): its stream costs a cursor and a buffer, and the task runs
+//! on. A client that closes the response drops the producer, whose [`StreamHold`] releases the
+//! stream from its connection (the task is untouched, TS-08).
+
+use std::collections::VecDeque;
+use std::convert::Infallible;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use axum::body::Bytes;
+use futures_util::Stream;
+use tokio::sync::Notify;
+
+use super::super::delivery::STORAGE_FAILED;
+use super::super::stream::{Detached, Frame};
+use super::super::wire::ServerError;
+use super::super::{ConnectionState, Process};
+
+/// A quiet stream sends a comment this often (proxies and clients keep it open).
+pub(crate) const KEEP_ALIVE: Duration = Duration::from_secs(10);
+/// Frames pumped per blocking call.
+const BATCH: usize = 64;
+/// What a 2025-11-25 client should wait before reconnecting, in ms (the `retry` field).
+pub(crate) const RETRY_MS: u64 = 1000;
+
+/// One SSE event carrying a JSON-RPC message, with an optional `id:`.
+pub(crate) fn event(id: Option<&str>, data: &[u8]) -> Bytes {
+    let mut out = Vec::with_capacity(data.len() + 32);
+    if let Some(id) = id {
+        out.extend_from_slice(b"id: ");
+        out.extend_from_slice(id.as_bytes());
+        out.push(b'\n');
+    }
+    out.extend_from_slice(b"event: message\ndata: ");
+    out.extend_from_slice(data);
+    out.extend_from_slice(b"\n\n");
+    Bytes::from(out)
+}
+
+/// The priming event of a resumable stream: an id to resume from and the reconnect delay,
+/// no data (SEP-1699 as 2025-11-25 has it).
+pub(crate) fn priming(id: &str) -> Bytes {
+    Bytes::from(format!("id: {id}\nretry: {RETRY_MS}\ndata: \n\n"))
+}
+
+/// A keep-alive comment.
+pub(crate) fn comment() -> Bytes {
+    Bytes::from_static(b": keep-alive\n\n")
+}
+
+/// Active modern-era streams per principal.
+pub(crate) type StreamCounts = Arc<Mutex<std::collections::HashMap<String, usize>>>;
+/// A stream's place in [`StreamCounts`]: the map and its principal.
+pub(crate) type StreamCount = (StreamCounts, String);
+
+/// What a stream holds in its connection; released when the producer is dropped.
+pub(crate) struct StreamHold {
+    pub(crate) shared: Arc<ConnectionState>,
+    pub(crate) id: taskstream_core::RequestId,
+    /// Set when a resume superseded this stream: its connection hold went to the new one.
+    pub(crate) superseded: Arc<AtomicBool>,
+    /// The principal's count of modern-era streams, decremented on release.
+    pub(crate) counted: Option<StreamCount>,
+    /// Whether the connection holds the stream (a session: `notifications/cancelled` can end
+    /// it); a modern request's stream is its own connection.
+    pub(crate) held: bool,
+    /// Whether the hold was given back already (when the response was queued).
+    pub(crate) released: bool,
+}
+
+impl StreamHold {
+    /// Whether the stream must stop: cancelled (TS-08, DX-04: no frame after the
+    /// cancellation is read), or taken over by a resume.
+    fn is_over(&self) -> bool {
+        self.superseded.load(Ordering::Acquire)
+            || (self.held && !self.released && !self.shared.holds_detached(&self.id))
+    }
+
+    /// Gives the hold back now: the stream's response is queued, and a client that reopens
+    /// on reading it must be admitted (as on stdio).
+    fn release(&mut self) {
+        if !self.released && !self.superseded.load(Ordering::Acquire) {
+            self.shared.release_detached(&self.id);
+        }
+        self.released = true;
+    }
+}
+
+impl Drop for StreamHold {
+    fn drop(&mut self) {
+        self.release();
+        if let Some((counts, principal)) = &self.counted {
+            let mut c = counts.lock().unwrap_or_else(PoisonError::into_inner);
+            if let Some(n) = c.get_mut(principal) {
+                *n = n.saturating_sub(1);
+                if *n == 0 {
+                    c.remove(principal);
+                }
+            }
+        }
+    }
+}
+
+struct Producer {
+    detached: Option<Box<Detached>>,
+    queue: VecDeque<Bytes>,
+    process: Arc<Process>,
+    waker: Arc<Notify>,
+    /// The legacy stream number for `id:`s (`None` in the modern era: no resumability).
+    label: Option<u64>,
+    hold: StreamHold,
+}
+
+/// The body of a `tasks/stream` response: `first` (a priming event, if any), the events, the
+/// response, the end.
+pub(crate) fn stream_body(
+    process: Arc<Process>,
+    detached: Box<Detached>,
+    label: Option<u64>,
+    first: Option<Bytes>,
+    hold: StreamHold,
+) -> impl Stream<Item = Result<Bytes, Infallible>> + Send + 'static {
+    let waker = process.waker(detached.key);
+    let producer = Producer {
+        detached: Some(detached),
+        queue: first.into_iter().collect(),
+        process,
+        waker,
+        label,
+        hold,
+    };
+    futures_util::stream::unfold(producer, next)
+}
+
+async fn next(mut p: Producer) -> Option<(Result<Bytes, Infallible>, Producer)> {
+    loop {
+        if p.hold.is_over() {
+            return None;
+        }
+        if let Some(b) = p.queue.pop_front() {
+            return Some((Ok(b), p));
+        }
+        let detached = p.detached.take()?;
+        if p.process.store.has_failed() {
+            // Fail-stop: the stream ends with an error saying so, never silently.
+            let e = ServerError::Internal(STORAGE_FAILED.into());
+            p.queue.push_back(event(None, &e.line(Some(&detached.id))));
+            p.hold.release();
+            continue;
+        }
+        if p.process.is_shutting_down() {
+            return None;
+        }
+        let waker = Arc::clone(&p.waker);
+        let woken = waker.notified();
+        tokio::pin!(woken);
+        // Registered before the pump looks, so an append after its look still wakes us.
+        woken.as_mut().enable();
+        let store = Arc::clone(&p.process.store);
+        let pumped = tokio::task::spawn_blocking(move || {
+            let mut d = detached;
+            let frames = d.poll(&*store, BATCH);
+            (d, frames)
+        })
+        .await;
+        let Ok((detached, frames)) = pumped else {
+            return None;
+        };
+        if frames.is_empty() {
+            p.detached = Some(detached);
+            if tokio::time::timeout(KEEP_ALIVE, woken).await.is_err() {
+                p.queue.push_back(comment());
+            }
+            continue;
+        }
+        let mut ended = false;
+        for f in frames {
+            match f {
+                Frame::Event { seq, line } => {
+                    let id = p.label.map(|n| format!("{n}-{}", seq.get()));
+                    p.queue.push_back(event(id.as_deref(), &line));
+                }
+                Frame::End(line) => {
+                    p.queue.push_back(event(None, &line));
+                    p.hold.release();
+                    ended = true;
+                }
+            }
+        }
+        if !ended {
+            p.detached = Some(detached);
+        }
+    }
+}
+
+/// The body of a standalone (`GET`) stream: a priming comment, then each message, with
+/// keep-alives.
+pub(crate) fn standalone_body(
+    rx: tokio::sync::mpsc::Receiver<Vec<u8>>,
+    process: Arc<Process>,
+) -> impl Stream<Item = Result<Bytes, Infallible>> + Send + 'static {
+    let first = Some(Bytes::from(format!("retry: {RETRY_MS}\n\n")));
+    futures_util::stream::unfold(
+        (rx, process, first),
+        |(mut rx, process, first)| async move {
+            if let Some(b) = first {
+                return Some((Ok(b), (rx, process, None)));
+            }
+            if process.is_shutting_down() {
+                return None;
+            }
+            match tokio::time::timeout(KEEP_ALIVE, rx.recv()).await {
+                Ok(Some(line)) => Some((Ok(event(None, &line)), (rx, process, None))),
+                Ok(None) => None,
+                Err(_) => Some((Ok(comment()), (rx, process, None))),
+            }
+        },
+    )
+}
+
+/// The body of a POST answered as a stream: progress messages as they come, then the answer.
+pub(crate) fn answer_body(
+    first: Vec<u8>,
+    rx: tokio::sync::mpsc::Receiver<Vec<u8>>,
+    guard: super::AnswerGuard,
+) -> impl Stream<Item = Result<Bytes, Infallible>> + Send + 'static {
+    let state = (Some(first), rx, guard, false);
+    futures_util::stream::unfold(state, |(first, mut rx, guard, done)| async move {
+        if done {
+            return None;
+        }
+        let line = match first {
+            Some(l) => l,
+            None => match tokio::time::timeout(KEEP_ALIVE, rx.recv()).await {
+                Ok(Some(l)) => l,
+                Ok(None) => return None,
+                Err(_) => return Some((Ok(comment()), (None, rx, guard, false))),
+            },
+        };
+        let is_answer = super::is_response(&line);
+        if is_answer {
+            guard.answered();
+        }
+        Some((Ok(event(None, &line)), (None, rx, guard, is_answer)))
+    })
+}

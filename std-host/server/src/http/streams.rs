@@ -1,0 +1,284 @@
+//! `tasks/stream` over HTTP: opening a stream as SSE (both eras), the 2025-11-25 session's
+//! `GET` streams, and `Last-Event-ID` resumption through the engine's resume decision.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+use axum::body::Bytes;
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::Response;
+use serde_json::{json, Value};
+use taskstream_core::rpc::ErrorCode;
+use taskstream_core::RequestId;
+
+use super::super::era::{Era, Session};
+use super::super::stream::DetachedStart;
+use super::super::wire::ServerError;
+use super::super::ConnectionState;
+use super::{
+    header_str, http_error, json_response, lock, sse, sse_response, status, HttpSession, Server,
+    HISTORY,
+};
+
+/// The `tasks/stream` requests of a session, by stream number, for `Last-Event-ID`.
+#[derive(Default)]
+pub(super) struct History {
+    pub(super) map: HashMap<u64, Resumable>,
+    order: VecDeque<u64>,
+}
+
+#[derive(Clone)]
+pub(super) struct Resumable {
+    id: RequestId,
+    task_id: String,
+    after: Option<u64>,
+    pub(super) superseded: Arc<AtomicBool>,
+}
+
+impl Server {
+    /// `tasks/stream`: admitted and started by the engine (the core's rules), then delivered
+    /// as SSE by a producer that waits on the task's wake-up.
+    pub(super) async fn open_stream(
+        self: &Arc<Self>,
+        shared: Arc<ConnectionState>,
+        session: Option<Arc<HttpSession>>,
+        id: RequestId,
+        params: &Value,
+        principal: String,
+        modern: bool,
+    ) -> Response {
+        let counted = if modern {
+            let mut c = lock(&self.modern_streams);
+            let n = c.entry(principal.clone()).or_insert(0);
+            if *n >= self.process.config.max_streams {
+                drop(c);
+                let e = ServerError::Core(taskstream_core::rpc::RpcError::STREAM_LIMIT);
+                return json_response(e.line(Some(&id)));
+            }
+            *n += 1;
+            Some((Arc::clone(&self.modern_streams), principal))
+        } else {
+            None
+        };
+        let raw = params.to_string().into_bytes();
+        let era = if modern {
+            match Session::default().era_of(
+                "tasks/stream",
+                params.as_object().unwrap_or(&serde_json::Map::new()),
+            ) {
+                Ok(e) => e,
+                Err(e) => {
+                    release_count(counted);
+                    return json_response(e.line(Some(&id)));
+                }
+            }
+        } else {
+            Era::Legacy
+        };
+        let task_id = params
+            .get("taskId")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_owned();
+        let after = params.get("after").and_then(Value::as_u64);
+        let hold_shared = Arc::clone(&shared);
+        let rid = id.clone();
+        let opened = tokio::task::spawn_blocking(move || {
+            hold_shared.open_detached(&rid, era, &raw, !modern)
+        })
+        .await;
+        let opened = match opened {
+            Ok(o) => o,
+            Err(_) => {
+                release_count(counted);
+                return status(StatusCode::INTERNAL_SERVER_ERROR);
+            }
+        };
+        match opened {
+            Err(e) => {
+                release_count(counted);
+                json_response(e.line(Some(&id)))
+            }
+            Ok(DetachedStart::Complete(line)) => {
+                release_count(counted);
+                json_response(line)
+            }
+            Ok(DetachedStart::Streaming(detached)) => {
+                let superseded = Arc::new(AtomicBool::new(false));
+                let (label, first) = match &session {
+                    Some(s) => {
+                        let n = s.next_stream.fetch_add(1, Ordering::Relaxed);
+                        s.remember(
+                            n,
+                            Resumable {
+                                id: id.clone(),
+                                task_id,
+                                after,
+                                superseded: Arc::clone(&superseded),
+                            },
+                        );
+                        (Some(n), Some(sse::priming(&format!("{n}-p"))))
+                    }
+                    None => (None, None),
+                };
+                let hold = sse::StreamHold {
+                    shared,
+                    id,
+                    superseded,
+                    held: !modern,
+                    released: false,
+                    counted,
+                };
+                let body =
+                    sse::stream_body(Arc::clone(&self.process), detached, label, first, hold);
+                sse_response(body)
+            }
+        }
+    }
+
+    /// `GET` in a session: with `Last-Event-ID`, the resumption of that `tasks/stream`;
+    /// without, the session's notification stream (one at a time: 409 for a second).
+    pub(super) fn get(
+        self: &Arc<Self>,
+        headers: &HeaderMap,
+        session: &Arc<HttpSession>,
+    ) -> Response {
+        if let Some(last) = header_str(headers, "last-event-id") {
+            return self.resume(session, last);
+        }
+        match session.router.open_standalone() {
+            Some(rx) => sse_response(sse::standalone_body(rx, Arc::clone(&self.process))),
+            None => http_error(
+                StatusCode::CONFLICT,
+                ErrorCode::InvalidRequest,
+                "Conflict: this session's GET stream is already open",
+                None,
+            ),
+        }
+    }
+
+    /// Resumes stream `N` after the event `N-SEQ` (or from where it began, `N-p`): the same
+    /// request, reopened through the core's decision with `after = SEQ`.
+    pub(super) fn resume(self: &Arc<Self>, session: &Arc<HttpSession>, last: &str) -> Response {
+        let parsed = last.split_once('-').and_then(|(n, rest)| {
+            let n: u64 = n.parse().ok()?;
+            let seq = if rest == "p" {
+                None
+            } else {
+                Some(rest.parse::<u64>().ok()?)
+            };
+            Some((n, seq))
+        });
+        let Some((n, seq)) = parsed else {
+            return http_error(
+                StatusCode::BAD_REQUEST,
+                ErrorCode::InvalidRequest,
+                "Bad Request: Last-Event-ID is not one this server sent",
+                None,
+            );
+        };
+        let Some(old) = lock(&session.streams).map.get(&n).cloned() else {
+            return http_error(
+                StatusCode::NOT_FOUND,
+                ErrorCode::InvalidRequest,
+                "Not Found: no stream of this session has that event id",
+                None,
+            );
+        };
+        // The new response takes over the old one's hold.
+        old.superseded.store(true, Ordering::Release);
+        session.shared.release_detached(&old.id);
+        if let Some(key) = super::super::tasks::parse_task_id(&old.task_id) {
+            self.process.wake(key);
+        }
+        let after = match seq {
+            Some(s) => Some(s),
+            None => old.after,
+        };
+        let mut params = json!({ "taskId": old.task_id });
+        if let (Some(a), Some(obj)) = (after, params.as_object_mut()) {
+            obj.insert("after".into(), json!(a));
+        }
+        let raw = params.to_string().into_bytes();
+        let server = Arc::clone(self);
+        let session = Arc::clone(session);
+        let body = futures_util::stream::once(async move {
+            let shared = Arc::clone(&session.shared);
+            let id = old.id.clone();
+            let opened = tokio::task::spawn_blocking(move || {
+                shared.open_detached(&id, Era::Legacy, &raw, true)
+            })
+            .await;
+            (server, session, old, n, opened)
+        });
+        let body = futures_util::StreamExt::flat_map(body, |(server, session, old, n, opened)| {
+            let frames: std::pin::Pin<
+                Box<
+                    dyn futures_util::Stream<Item = Result<Bytes, std::convert::Infallible>> + Send,
+                >,
+            > = match opened {
+                Ok(Ok(DetachedStart::Streaming(detached))) => {
+                    let superseded = Arc::new(AtomicBool::new(false));
+                    session.remember(
+                        n,
+                        Resumable {
+                            superseded: Arc::clone(&superseded),
+                            ..old.clone()
+                        },
+                    );
+                    let hold = sse::StreamHold {
+                        shared: Arc::clone(&session.shared),
+                        id: old.id.clone(),
+                        superseded,
+                        counted: None,
+                        held: true,
+                        released: false,
+                    };
+                    Box::pin(sse::stream_body(
+                        Arc::clone(&server.process),
+                        detached,
+                        Some(n),
+                        Some(sse::priming(&format!("{n}-p"))),
+                        hold,
+                    ))
+                }
+                Ok(Ok(DetachedStart::Complete(line))) => {
+                    Box::pin(futures_util::stream::iter([Ok(sse::event(None, &line))]))
+                }
+                // events_gone (or another refusal) is the resumed stream's answer: never an
+                // empty success.
+                Ok(Err(e)) => Box::pin(futures_util::stream::iter([Ok(sse::event(
+                    None,
+                    &e.line(Some(&old.id)),
+                ))])),
+                Err(_) => Box::pin(futures_util::stream::empty()),
+            };
+            frames
+        });
+        sse_response(body)
+    }
+}
+
+impl HttpSession {
+    pub(super) fn remember(&self, n: u64, r: Resumable) {
+        let mut h = lock(&self.streams);
+        if h.map.insert(n, r).is_none() {
+            h.order.push_back(n);
+        }
+        while h.order.len() > HISTORY {
+            if let Some(old) = h.order.pop_front() {
+                h.map.remove(&old);
+            }
+        }
+    }
+}
+
+pub(super) fn release_count(counted: Option<sse::StreamCount>) {
+    if let Some((counts, principal)) = counted {
+        let mut c = lock(&counts);
+        if let Some(n) = c.get_mut(&principal) {
+            *n = n.saturating_sub(1);
+        }
+    }
+}

@@ -1,0 +1,507 @@
+//! The running store: the in-memory task table, appends (seq allocation, log, sled, visibility),
+//! reads, retention, the store-wide budget, checkpoints and index rebuilds.
+//!
+//! A running task keeps its newest events in a core `EventRing` as a read cache (bounded:
+//! [`CACHE_EVENTS`] events in [`CACHE_BYTES`] bytes per running task; a small ring until the
+//! task needs more, `store/cache.rs`). An event enters the ring
+//! only after it is durable, so the ring never shows what the log might lose; reads of older
+//! seqs, and of terminal tasks, go to sled, and (in `group` and `none` mode, on a data dir) to
+//! the task's unapplied set
+//! for what the applier has not yet written to sled.
+//!
+//! Locks, outermost first: a task's `append` lock (held across a whole append), `flushing` (one
+//! drain at a time), the checkpoint `gate` (shared by writers from log submission until the
+//! change is published, and by the applier while it writes to sled; exclusive while a
+//! checkpoint rotates the log), `applying` (one application to sled at a time), then
+//! short-lived locks (a task's `state`, the task table, the
+//! log's queue, the `index` pointer, which only a rebuild holding the gate exclusively
+//! replaces). A checkpoint (and a rebuild, which runs inside one) takes `checkpointing` and
+//! then the gate, never a task's lock, so it can never wait on itself or on a writer.
+
+use std::collections::{HashMap, VecDeque};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex, RwLock};
+use std::time::{Duration, Instant};
+
+use taskstream_core::record::{self, EventRecord, Record};
+use taskstream_core::{EventType, Millis, Payload, Retained, RetentionPolicy, Seq};
+
+use super::checkpoint;
+use super::index::{encode_into, Index};
+use super::layout::{self, Generation};
+use super::wal::{self, Wal};
+use super::{
+    lock, lock_read, lock_write, AppendError, ChangeSignal, Durability, RawEvent, StoreError,
+    StoreStats, StoredEvent, TaskRecord, TaskStatus, TaskView, STATUS_EVENT_TYPE,
+};
+
+/// How often the background thread checkpoints (when anything was logged since).
+const CHECKPOINT_EVERY: Duration = Duration::from_secs(5);
+/// Log bytes after which a checkpoint is due at once.
+const CHECKPOINT_BYTES: u64 = 64 << 20;
+/// The least time between the end of one index rebuild and the start of the next.
+const REBUILD_EVERY: Duration = Duration::from_secs(10);
+/// The least time between rebuilds as a multiple of the last rebuild's duration, so that
+/// rebuilding takes at most a tenth of the checkpoint thread's time however large the index.
+const REBUILD_SPACING: u32 = 10;
+/// Bytes of events dropped by the count or age limits that make a rebuild due (when they are
+/// also at least half of what is retained, so that a rebuild copies at most twice what it
+/// clears).
+const REBUILD_MIN_DROPPED: u64 = 1 << 20;
+/// How long a rebuild waits for the old index to be let go (by readers that took it before
+/// the switch, then by sled's threads) before it leaves the directory to a later checkpoint.
+const RETIRE_WAIT: Duration = Duration::from_secs(10);
+
+/// Events a running task's read cache holds at most.
+pub(crate) const CACHE_EVENTS: usize = 128;
+/// Bytes (event types plus payloads) a running task's read cache holds at most.
+pub(crate) const CACHE_BYTES: usize = 16 << 10;
+
+/// A running task's newest events (small first, grown on demand: `store/cache.rs`).
+type Cache = super::cache::TaskCache;
+
+/// Appends queued for publication after which the appending thread flushes them itself,
+/// so a producer faster than the device waits for it rather than queueing without bound.
+const MAX_PENDING: usize = 4096;
+
+/// Published (durable) appends not yet applied to the index after which an appending thread
+/// applies them itself, so a producer faster than sled waits for it rather than letting the
+/// unapplied set grow without bound.
+const MAX_UNAPPLIED: usize = 16384;
+/// Bytes of the unapplied set (records plus types and payloads) after which likewise.
+const MAX_UNAPPLIED_BYTES: u64 = 16 << 20;
+/// Unapplied appends the applier writes to sled in one batch at most.
+const APPLY_BATCH: usize = 4096;
+
+/// An append logged (in `group` mode: submitted to the log without waiting) and not yet
+/// published: everything needed to apply it to the index and to make it visible.
+pub(crate) struct Pending {
+    slot: Arc<LiveTask>,
+    task_id: String,
+    seq: Seq,
+    next: Seq,
+    at: Millis,
+    event_type: String,
+    payload: Vec<u8>,
+    /// The task's new record, for a creation or an end (a `Transition`).
+    state: Option<Vec<u8>>,
+    /// The count limit's new floor, if this append pushes events out (a `Truncate`).
+    floor: Option<Seq>,
+    /// The encoded records: the event's, then the truncation's.
+    buf: Vec<u8>,
+    event_len: usize,
+    new_record: Option<TaskRecord>,
+    new_record_bytes: Option<u64>,
+    /// What the append's reservation counted as freed by the truncation.
+    events_freed: u64,
+}
+
+impl Pending {
+    /// The memory the unapplied set counts for it.
+    fn footprint(&self) -> u64 {
+        (self.buf.len() + self.payload.len() + self.event_type.len()) as u64
+    }
+
+    fn record(&self) -> Record<'_> {
+        let event = EventRecord {
+            task_id: &self.task_id,
+            seq: self.seq,
+            at: self.at,
+            event_type: &self.event_type,
+            payload: &self.payload,
+        };
+        match &self.state {
+            Some(state) => Record::Transition { event, state },
+            None => Record::Event(event),
+        }
+    }
+
+    fn truncate(&self) -> Option<Record<'_>> {
+        self.floor.map(|before| Record::Truncate {
+            task_id: &self.task_id,
+            before,
+        })
+    }
+
+    /// The same, with its records encoded into `buf`.
+    fn encoded(mut self) -> Result<Pending, StoreError> {
+        let mut buf = Vec::with_capacity(self.payload.len() + 128);
+        encode_into(&self.record(), &mut buf)?;
+        let event_len = buf.len();
+        if let Some(t) = self.truncate() {
+            encode_into(&t, &mut buf)?;
+        }
+        self.buf = buf;
+        self.event_len = event_len;
+        Ok(self)
+    }
+
+    /// Its records with their encodings, in log order.
+    fn records(&self) -> impl Iterator<Item = (Record<'_>, &[u8])> {
+        std::iter::once((self.record(), &self.buf[..self.event_len]))
+            .chain(self.truncate().map(|t| (t, &self.buf[self.event_len..])))
+    }
+}
+
+/// The appends queued for publication, in log order.
+#[derive(Default)]
+struct Pipe {
+    items: Vec<Pending>,
+    /// The flusher is to stop (once the queue is empty).
+    stop: bool,
+    /// Appends queued so far: the ticket of the last one.
+    queued: u64,
+    /// A waiter is draining (the leader); the others wait on `drained`.
+    draining: bool,
+}
+
+/// The pipeline's (`group` and `none` mode) published appends that are durable but not yet in
+/// the index, in log order
+/// (each is also in its task's `LiveTaskState::unapplied`, where reads find it).
+#[derive(Default)]
+struct Unapplied {
+    items: VecDeque<Arc<Pending>>,
+    /// The sum of their footprints.
+    bytes: u64,
+    /// The applier is to stop.
+    stop: bool,
+}
+
+/// A task the store holds: its append lock and its state (record, seq range, cache, sizes).
+pub(crate) struct LiveTask {
+    /// Held across a whole append, so a task's records are in seq order in log and sled.
+    append: Mutex<()>,
+    pub(crate) state: Mutex<LiveTaskState>,
+}
+
+/// What a [`LiveTask`]'s `state` lock guards.
+pub(crate) struct LiveTaskState {
+    pub(crate) record: TaskRecord,
+    /// The earliest retained seq.
+    pub(crate) earliest: Seq,
+    /// The next seq; every seq before it is durable and readable.
+    pub(crate) next: Seq,
+    /// False until the task's creation is durable.
+    pub(crate) visible: bool,
+    /// Set once terminal retention removed it.
+    pub(crate) removed: bool,
+    /// The newest events, while the task runs.
+    pub(crate) cache: Option<Box<Cache>>,
+    /// The task's published events not yet applied to the index, oldest first: always the
+    /// events from some seq up to `next` (the index holds every published event before it).
+    pub(crate) unapplied: VecDeque<Arc<Pending>>,
+    /// Where the task stands once its logged but not yet durable appends are published
+    /// (`group` mode's pipeline); `None` when nothing of it is pending.
+    pub(crate) ahead: Option<Ahead>,
+    /// The size (type plus payload bytes) of each retained event, oldest first: the event
+    /// `earliest + i` at `i`. What the store-wide budget counts, and frees on truncation.
+    pub(crate) sizes: VecDeque<u32>,
+    /// The sum of `sizes`.
+    pub(crate) bytes: u64,
+    /// What the budget counts for the task itself: its stored record's size plus
+    /// [`TASK_OVERHEAD_BYTES`](super::TASK_OVERHEAD_BYTES) (0 until it is created).
+    pub(crate) record_bytes: u64,
+}
+
+/// A task's state as its pending appends leave it: what the next append allocates from.
+#[derive(Clone, Copy)]
+pub(crate) struct Ahead {
+    /// The next seq to allocate.
+    next: Seq,
+    /// The earliest seq retained once the pending count truncations apply.
+    earliest: Seq,
+    /// A pending append ends the task.
+    terminal: bool,
+}
+
+impl LiveTaskState {
+    /// The next seq, the earliest retained seq and whether the task is terminal, counting
+    /// the appends logged but not yet published.
+    fn head(&self) -> (Seq, Seq, bool) {
+        match self.ahead {
+            Some(a) => (a.next, a.earliest, a.terminal),
+            None => (self.next, self.earliest, self.record.status.is_terminal()),
+        }
+    }
+
+    /// Forgets the sizes of the events before `floor`; returns the bytes they took.
+    fn drop_sizes_before(&mut self, floor: Seq) -> u64 {
+        let n = usize::try_from(floor.distance_from(self.earliest)).unwrap_or(usize::MAX);
+        let n = n.min(self.sizes.len());
+        let freed: u64 = self.sizes.drain(..n).map(u64::from).sum();
+        self.bytes = self.bytes.saturating_sub(freed);
+        freed
+    }
+}
+
+impl LiveTask {
+    pub(crate) fn new(state: LiveTaskState) -> Arc<LiveTask> {
+        Arc::new(LiveTask {
+            append: Mutex::new(()),
+            state: Mutex::new(state),
+        })
+    }
+}
+
+/// What an append does to the task besides adding the event.
+enum Op {
+    Create,
+    Append,
+    Finish {
+        status: TaskStatus,
+        message: Option<String>,
+        result: Option<serde_json::Value>,
+        error: Option<serde_json::Value>,
+    },
+}
+
+/// The running store: the task table, the log, the index and the background threads' state,
+/// shared by the store's handle and those threads. Its methods are cut along their seams:
+/// `append.rs`, `read.rs`, `retention.rs`, `apply.rs`, `checkpointing.rs`.
+pub(crate) struct Engine {
+    pub(crate) retention: RetentionPolicy,
+    pub(crate) durability: Durability,
+    /// The most bytes (types plus payloads) of retained events across all tasks.
+    max_store_bytes: u64,
+    /// What the budget counts: the bytes (types plus payloads) of every retained event and
+    /// each task's record charge, plus those of appends under way (reserved before they are
+    /// logged).
+    stored_bytes: AtomicU64,
+    /// The index in use. A rebuild replaces it (under the exclusive gate); a reader or writer
+    /// takes the `Arc` it finds and keeps it for one operation.
+    index: RwLock<Arc<Index>>,
+    pub(crate) wal: Option<Wal>,
+    /// The data dir (none in memory).
+    data_dir: Option<PathBuf>,
+    /// The index directory in use (none in memory). Changed only under `checkpointing`.
+    generation: Mutex<Option<Generation>>,
+    /// Tasks removed since the index was last rebuilt: their payloads are still in its file.
+    removed_since_rebuild: AtomicU64,
+    /// Bytes of events dropped by the count or age limits since the last rebuild, likewise.
+    dropped_since_rebuild: AtomicU64,
+    /// When the last rebuild ended and how long it took, for the rate limit.
+    last_rebuild: Mutex<Option<(Instant, Duration)>>,
+    /// A retired index directory could not be deleted yet; the next checkpoint tries again.
+    stale_left: AtomicBool,
+    rebuilds: AtomicU64,
+    /// Shared by writers from log submission until the change is published (or, in `event`
+    /// mode and in memory, in sled) and by the applier while it writes to sled; exclusive for a
+    /// checkpoint's rotation, which drains and applies inside it and thereby sees every
+    /// logged record in sled.
+    gate: RwLock<()>,
+    /// One checkpoint at a time.
+    checkpointing: Mutex<()>,
+    /// The pipeline's (`group` and `none` mode) appends logged and not yet published, in log
+    /// order.
+    pipe: Mutex<Pipe>,
+    /// Wakes the flusher when the pipe gets its first append.
+    pipe_cond: Condvar,
+    /// Wakes the waiters of a drain when it ends.
+    drained: Condvar,
+    /// One drain of the pipe at a time (taken before the gate), so appends are published in
+    /// log order.
+    flushing: Mutex<()>,
+    /// The ticket of the last append published (or dropped by a failed drain: see `failed`).
+    published: AtomicU64,
+    /// Published appends not yet applied to the index, in log order.
+    unapplied: Mutex<Unapplied>,
+    /// Wakes the applier when the unapplied set gets appends (or it is to stop).
+    apply_cond: Condvar,
+    /// One application to the index at a time (taken inside the gate), so the index gets
+    /// the unapplied appends in log order.
+    applying: Mutex<()>,
+    pub(crate) tasks: RwLock<HashMap<String, Arc<LiveTask>>>,
+    pub(crate) changes: ChangeSignal,
+    /// Set by a failure after which the store refuses every write.
+    failed: AtomicBool,
+    checkpoints: AtomicU64,
+    /// The log LSN of the last checkpoint.
+    checkpointed: AtomicU64,
+    /// Wakes the checkpoint thread: `Some(true)` stop, `Some(false)` checkpoint now.
+    wake: Mutex<Option<bool>>,
+    wake_cond: Condvar,
+}
+
+impl Engine {
+    pub(crate) fn new(
+        retention: RetentionPolicy,
+        durability: Durability,
+        max_store_bytes: u64,
+        index: Index,
+        wal: Option<Wal>,
+        on_disk: Option<(PathBuf, Generation)>,
+        tasks: HashMap<String, Arc<LiveTask>>,
+    ) -> Engine {
+        let checkpointed = wal.as_ref().map_or(0, Wal::submitted);
+        let (data_dir, generation) = on_disk.unzip();
+        let stored: u64 = tasks
+            .values()
+            .map(|slot| {
+                let st = lock(&slot.state);
+                st.bytes + st.record_bytes
+            })
+            .sum();
+        Engine {
+            retention,
+            durability,
+            max_store_bytes,
+            stored_bytes: AtomicU64::new(stored),
+            index: RwLock::new(Arc::new(index)),
+            wal,
+            data_dir,
+            generation: Mutex::new(generation),
+            removed_since_rebuild: AtomicU64::new(0),
+            dropped_since_rebuild: AtomicU64::new(0),
+            last_rebuild: Mutex::new(None),
+            stale_left: AtomicBool::new(false),
+            rebuilds: AtomicU64::new(0),
+            gate: RwLock::new(()),
+            checkpointing: Mutex::new(()),
+            pipe: Mutex::new(Pipe::default()),
+            pipe_cond: Condvar::new(),
+            drained: Condvar::new(),
+            flushing: Mutex::new(()),
+            published: AtomicU64::new(0),
+            unapplied: Mutex::new(Unapplied::default()),
+            apply_cond: Condvar::new(),
+            applying: Mutex::new(()),
+            tasks: RwLock::new(tasks),
+            changes: ChangeSignal::default(),
+            failed: AtomicBool::new(false),
+            checkpoints: AtomicU64::new(0),
+            checkpointed: AtomicU64::new(checkpointed),
+            wake: Mutex::new(None),
+            wake_cond: Condvar::new(),
+        }
+    }
+
+    /// The index in use now.
+    pub(crate) fn index(&self) -> Arc<Index> {
+        Arc::clone(&lock_read(&self.index))
+    }
+
+    fn slot(&self, task_id: &str) -> Option<Arc<LiveTask>> {
+        lock_read(&self.tasks).get(task_id).cloned()
+    }
+
+    pub(crate) fn stats(&self) -> StoreStats {
+        StoreStats {
+            wal: self.wal.as_ref().map(Wal::stats).unwrap_or_default(),
+            checkpoints: self.checkpoints.load(Ordering::Relaxed),
+            index_rebuilds: self.rebuilds.load(Ordering::Relaxed),
+        }
+    }
+}
+
+/// When a checkpoint rebuilds the index.
+#[derive(Clone, Copy)]
+enum Rebuild {
+    /// When tasks were removed (or enough events dropped) since the last rebuild, and the rate
+    /// limit allows.
+    IfDue,
+    /// When tasks were removed (or enough events dropped) since the last rebuild.
+    IfGarbage,
+    /// Always.
+    Now,
+}
+
+/// What a rebuild did.
+struct Rebuilt {
+    /// The index it replaced.
+    old: Arc<Index>,
+    /// Events copied from it.
+    copied: u64,
+    /// Log records replayed into the new index.
+    replayed: u64,
+    /// How long writers waited.
+    blocked: Duration,
+}
+
+/// Deletes an index directory once sled no longer holds the lock on its file (waiting until
+/// `deadline`); returns whether it is gone.
+fn delete_released(dir: &Path, deadline: Instant) -> bool {
+    let db = dir.join("db");
+    loop {
+        let released = match std::fs::File::open(&db) {
+            Ok(file) => file.try_lock().is_ok(),
+            // No file: nothing holds it.
+            Err(_) => true,
+        };
+        if released {
+            return std::fs::remove_dir_all(dir).is_ok() || !dir.exists();
+        }
+        if Instant::now() >= deadline {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+/// A task's published events that are not yet in the index, as a read took them.
+#[derive(Default)]
+struct Tail {
+    /// The first of them (every visible event before it is in the index).
+    start: Option<Seq>,
+    /// Those from the read's start on, up to its most.
+    events: Vec<Arc<Pending>>,
+}
+
+/// What a sweep did to one task.
+pub(crate) enum Swept {
+    Kept,
+    Truncated,
+    Removed,
+}
+
+/// Adds a durable event to a running task's read cache, keeping the cache a suffix of the log:
+/// anything unexpected (an event too large for it, a seq it did not predict) empties it.
+fn cache_append(
+    cache: &mut Cache,
+    seq: Seq,
+    at: Millis,
+    ty: EventType<'_>,
+    payload: Payload<'_>,
+    floor: Seq,
+) {
+    // The store has already applied the retention policy; the ring only bounds itself.
+    let policy = RetentionPolicy {
+        max_events: u32::MAX,
+        max_bytes: u32::MAX,
+        max_payload_bytes: u32::MAX,
+        ..RetentionPolicy::DEFAULT
+    };
+    let next = seq.next().unwrap_or(Seq::MAX);
+    if cache.next_seq() != seq {
+        cache.reset(seq);
+    }
+    match cache.append(at, ty, payload, &policy) {
+        Ok(appended) if appended.seq == seq => {
+            cache.evict_before(floor);
+        }
+        _ => cache.reset(next),
+    }
+}
+
+fn view(st: &LiveTaskState) -> Option<TaskView> {
+    Some(TaskView {
+        retained: retained_of(st)?,
+        record: st.record.clone(),
+    })
+}
+
+/// The retained range of a visible task, without copying its record.
+fn retained_of(st: &LiveTaskState) -> Option<Retained> {
+    if !st.visible || st.removed {
+        return None;
+    }
+    Some(Retained::new(st.earliest, st.next).unwrap_or(Retained::EMPTY))
+}
+
+mod append;
+mod apply;
+mod checkpointing;
+mod read;
+mod retention;
+#[cfg(test)]
+mod tests;

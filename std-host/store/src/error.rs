@@ -1,0 +1,116 @@
+//! [`StoreError`]: why storage failed.
+
+use std::io;
+use std::path::{Path, PathBuf};
+
+use taskstream_core::record::RecordError;
+
+use super::wal::WalError;
+
+/// A storage failure (I/O, corruption, a locked data dir).
+///
+/// Failures of the log or of sled while appending are fail-stop: the store refuses every later
+/// write with [`StoreError::Failed`], since what reached the disk is no longer known.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum StoreError {
+    /// The data dir is held by another running server.
+    #[error(
+        "data dir {} is in use by another taskstream server (its LOCK file is locked); \
+         stop that server or choose another --data-dir",
+        dir.display()
+    )]
+    Locked {
+        /// The data dir.
+        dir: PathBuf,
+    },
+    /// A file operation failed.
+    #[error("{context} {}: {source}", path.display())]
+    Io {
+        /// What was being done.
+        context: &'static str,
+        /// The file or directory.
+        path: PathBuf,
+        /// The operating system's error.
+        source: io::Error,
+    },
+    /// The write-ahead log failed.
+    #[error("{0}")]
+    Wal(#[source] WalError),
+    /// sled failed.
+    #[error("sled: {context}: {source}")]
+    Index {
+        /// What was being done.
+        context: &'static str,
+        /// sled's error.
+        source: sled::Error,
+    },
+    /// A record could not be encoded, or a stored one did not decode.
+    #[error("log record: {0}")]
+    Record(#[source] RecordError),
+    /// Stored data is not what this version of taskstream wrote.
+    #[error("stored data is corrupt: {0}")]
+    Corrupt(String),
+    /// The data dir is damaged (not by a torn write): what is wrong and what the operator can
+    /// do. No log record was changed.
+    #[error("the data dir is damaged: {0}")]
+    Damaged(String),
+    /// A task with this id exists already.
+    #[error("task {0:?} exists already")]
+    DuplicateTask(String),
+    /// Every seq of the task has been used (2^53 events).
+    #[error("the task has used every sequence number")]
+    SeqExhausted,
+    /// The PostgreSQL store could not do what was asked: the database is unreachable, refused
+    /// a statement, or is not set up as this server needs (the text names the cause, for the
+    /// operator; clients are told only that the store cannot be reached).
+    #[error("PostgreSQL store: {0}")]
+    Database(String),
+    /// An earlier failure stopped the store; it refuses every write (fail-stop).
+    #[error("storage stopped after an earlier write failure; restart the server to recover")]
+    Failed,
+}
+
+impl StoreError {
+    pub(crate) fn io(context: &'static str, path: &Path) -> impl FnOnce(io::Error) -> StoreError {
+        let path = path.to_owned();
+        move |source| StoreError::Io {
+            context,
+            path,
+            source,
+        }
+    }
+
+    pub(crate) fn index(context: &'static str, source: sled::Error) -> StoreError {
+        StoreError::Index { context, source }
+    }
+
+    pub(crate) fn corrupt(what: String) -> StoreError {
+        StoreError::Corrupt(what)
+    }
+
+    /// Damage found in `data_dir` at open, with the advice the operator needs.
+    pub(crate) fn damaged(data_dir: &Path, what: String) -> StoreError {
+        StoreError::Damaged(format!(
+            "{what}. No log record was changed. Restore the data dir from a backup, or run \
+             `taskstream repair --data-dir {}` to go on with every record that is still valid \
+             (tasks that were running end failed, after every seq they may have used)",
+            data_dir.display()
+        ))
+    }
+
+    /// Whether this is damage a repair may go past.
+    #[must_use]
+    pub fn is_damage(&self) -> bool {
+        matches!(
+            self,
+            StoreError::Damaged(_) | StoreError::Wal(WalError::Damaged(_))
+        )
+    }
+}
+
+impl From<WalError> for StoreError {
+    fn from(e: WalError) -> Self {
+        StoreError::Wal(e)
+    }
+}

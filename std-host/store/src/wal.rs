@@ -1,0 +1,807 @@
+//! The write-ahead log: segment files of core log records (`taskstream_core::record`), written
+//! append-only and made durable with a real `fdatasync` (`File::sync_data`) as the
+//! [`Durability`] mode says, before the writer is told the record is in.
+//!
+//! Layout: `wal/<start LSN as 16 hex digits>.wal`. An LSN is a byte offset in the logical log,
+//! which runs through the segments in order; a segment holds the records from its start LSN on,
+//! laid end to end. Segments are rotated only at checkpoints, when the log is quiescent
+//! ([`Wal::rotate`]); segments wholly before a checkpoint are deleted ([`Wal::delete_before`]).
+//!
+//! Durability modes:
+//! - `event`: the submitting thread writes its records and calls `fdatasync` itself, holding
+//!   the segment lock, so every event gets its own device flush before `submit` returns.
+//! - `group`: group commit by leader and followers. Submitters append their bytes to a shared
+//!   pending buffer; whichever waiter finds no flush running becomes the leader, takes the whole
+//!   buffer, writes it with one `write` and one `fdatasync`, and wakes every waiter it covered;
+//!   if records arrived meanwhile it flushes them next, at once. Records submitted while a
+//!   flush runs are therefore all covered by the next one.
+//! - `none`: records are written (they survive a process crash) but never flushed.
+//!
+//! Any write or flush failure is sticky (fail-stop): after an `fdatasync` error the state of the
+//! page cache is unknown, so every later submission fails with [`WalError::Failed`].
+//!
+//! Recovery ([`recover`]) replays the records from a checkpoint LSN on. A record that does not
+//! decode at the end of the last segment is a torn tail, cut off. Anything else that does not
+//! decode, or log missing between segments, is damage: recovery refuses it unless told to
+//! repair (skip it, keep every valid record after it).
+
+use std::fs::{self, File};
+use std::io::{self, Write};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Condvar, Mutex};
+
+use taskstream_core::record::{self, Record, RecordError};
+
+use super::fsutil;
+use super::{lock, Durability};
+
+/// Batches a group-commit leader flushes before it returns and lets a waiter lead.
+const MAX_LEAD_ROUNDS: u32 = 8;
+
+/// A failure of the write-ahead log.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum WalError {
+    /// A file operation failed.
+    #[error("write-ahead log: {context} {}: {source}", path.display())]
+    Io {
+        /// What was being done.
+        context: &'static str,
+        /// The file or directory.
+        path: PathBuf,
+        /// The operating system's error.
+        source: io::Error,
+    },
+    /// An earlier write or flush failed; the log refuses every later write (fail-stop).
+    #[error("write-ahead log: an earlier write or flush failed; refusing further writes")]
+    Failed,
+    /// Recovery found damage (not a torn tail) and was not told to repair it.
+    #[error(
+        "the write-ahead log is damaged: {damage}. This is not a torn write: records that were \
+         durable are lost, and starting would re-use their seqs. No log record was changed. \
+         Restore the data dir from a backup, or run `taskstream repair --data-dir {}` to keep \
+         every valid record (tasks that were running end failed, after every seq they may \
+         have used)",
+        data_dir_of(.0).display(),
+        damage = .0
+    )]
+    Damaged(Damage),
+}
+
+/// The data dir a damaged segment is in (`DIR/wal/<lsn>.wal`), for the advice.
+fn data_dir_of(d: &Damage) -> &Path {
+    d.segment
+        .parent()
+        .and_then(Path::parent)
+        .unwrap_or_else(|| Path::new("DIR"))
+}
+
+fn io_err<'a>(context: &'static str, path: &'a Path) -> impl FnOnce(io::Error) -> WalError + 'a {
+    move |source| WalError::Io {
+        context,
+        path: path.to_owned(),
+        source,
+    }
+}
+
+/// Counters of what the log did, for tests and measurements.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct WalStats {
+    /// `fdatasync` calls on segment files.
+    pub syncs: u64,
+    /// `write` calls on segment files.
+    pub writes: u64,
+    /// Bytes written to segment files.
+    pub bytes: u64,
+    /// Segments created.
+    pub segments: u64,
+}
+
+#[derive(Default)]
+struct Counters {
+    syncs: AtomicU64,
+    writes: AtomicU64,
+    bytes: AtomicU64,
+    segments: AtomicU64,
+}
+
+/// The active segment.
+struct Segment {
+    file: File,
+    path: PathBuf,
+    start: u64,
+    len: u64,
+    failed: bool,
+}
+
+/// The group-commit queue.
+#[derive(Default)]
+struct Queue {
+    /// Bytes submitted but not yet written.
+    pending: Vec<u8>,
+    /// A recycled buffer for the next batch.
+    spare: Vec<u8>,
+    /// The LSN after everything submitted.
+    submitted: u64,
+    /// The LSN up to which everything is written and flushed.
+    durable: u64,
+    /// Whether a leader is writing a batch right now.
+    flushing: bool,
+    /// A write or flush failed.
+    failed: bool,
+    /// The number of the batch `pending` accumulates; waiters of batch `n` sleep on
+    /// `flushed[n % 2]`, so finishing a batch wakes only its own waiters (while batch `n`
+    /// flushes, only batch `n + 1` can accumulate).
+    batch: u64,
+}
+
+/// The write-ahead log, shared by every appending thread.
+pub(crate) struct Wal {
+    dir: PathBuf,
+    mode: Durability,
+    segment: Mutex<Segment>,
+    queue: Mutex<Queue>,
+    flushed: [Condvar; 2],
+    /// The LSN after everything submitted (a copy of the queue's, readable without its lock).
+    submitted: AtomicU64,
+    counters: Counters,
+}
+
+impl Wal {
+    /// Opens the log for writing at `lsn` (the end of the recovered log), in a new segment.
+    pub(crate) fn open(dir: &Path, mode: Durability, lsn: u64) -> Result<Wal, WalError> {
+        let counters = Counters::default();
+        let segment = create_segment(dir, lsn, mode != Durability::None, &counters)?;
+        Ok(Wal {
+            dir: dir.to_owned(),
+            mode,
+            segment: Mutex::new(segment),
+            queue: Mutex::new(Queue {
+                submitted: lsn,
+                durable: lsn,
+                ..Queue::default()
+            }),
+            flushed: [Condvar::new(), Condvar::new()],
+            submitted: AtomicU64::new(lsn),
+            counters,
+        })
+    }
+
+    /// Appends `bytes` (whole encoded records) to the log. With `wait`, returns once they are
+    /// durable as the mode says; without, they are only ordered before every later submission
+    /// (and written no later than the next durable submission or rotation).
+    pub(crate) fn submit(&self, bytes: &[u8], wait: bool) -> Result<(), WalError> {
+        match self.mode {
+            Durability::Event | Durability::None => {
+                let mut seg = lock(&self.segment);
+                self.write(&mut seg, bytes)?;
+                if wait && self.mode == Durability::Event {
+                    self.sync(&mut seg)?;
+                }
+                Ok(())
+            }
+            Durability::Group => self.submit_group(bytes, wait),
+        }
+    }
+
+    fn submit_group(&self, bytes: &[u8], wait: bool) -> Result<(), WalError> {
+        let mut q = lock(&self.queue);
+        if q.failed {
+            return Err(WalError::Failed);
+        }
+        q.pending.extend_from_slice(bytes);
+        q.submitted += bytes.len() as u64;
+        self.submitted.store(q.submitted, Ordering::Relaxed);
+        let mine = q.submitted;
+        let my_batch = q.batch;
+        if !wait {
+            return Ok(());
+        }
+        loop {
+            if q.durable >= mine {
+                return Ok(());
+            }
+            if q.failed {
+                return Err(WalError::Failed);
+            }
+            if q.flushing {
+                q = self.flushed[parity(my_batch)]
+                    .wait(q)
+                    .unwrap_or_else(std::sync::PoisonError::into_inner);
+                continue;
+            }
+            // Lead: take every pending byte, including other threads' records, and go on with
+            // the next batch while one is waiting (up to `MAX_LEAD_ROUNDS`), so the next flush
+            // starts as soon as the previous one ends instead of after a wake-up.
+            q.flushing = true;
+            let mut rounds = 0;
+            let outcome = loop {
+                let spare = std::mem::take(&mut q.spare);
+                let mut batch = std::mem::replace(&mut q.pending, spare);
+                let end = q.submitted;
+                let number = q.batch;
+                q.batch += 1;
+                drop(q);
+                let result = {
+                    let mut seg = lock(&self.segment);
+                    self.write(&mut seg, &batch)
+                        .and_then(|()| self.sync(&mut seg))
+                };
+                batch.clear();
+                q = lock(&self.queue);
+                q.spare = batch;
+                match result {
+                    Ok(()) => q.durable = end,
+                    Err(_) => q.failed = true,
+                }
+                self.flushed[parity(number)].notify_all();
+                rounds += 1;
+                if result.is_err() || q.pending.is_empty() || rounds >= MAX_LEAD_ROUNDS {
+                    break result;
+                }
+            };
+            q.flushing = false;
+            if outcome.is_err() || !q.pending.is_empty() {
+                // The next batch's waiters (or, after a failure, everyone) must look again.
+                self.flushed[parity(q.batch)].notify_all();
+                self.flushed[parity(q.batch + 1)].notify_all();
+            }
+            outcome?;
+        }
+    }
+
+    /// Returns once everything submitted before `lsn` is durable as the mode says (group
+    /// mode: written and covered by an `fdatasync`, by this thread as the leader, or by the
+    /// leader already flushing it). In the other modes a submission is written at once; this
+    /// only flushes it in `event` mode.
+    pub(crate) fn flush_through(&self, lsn: u64) -> Result<(), WalError> {
+        if self.mode != Durability::Group {
+            if self.mode == Durability::Event {
+                let mut seg = lock(&self.segment);
+                self.sync(&mut seg)?;
+            }
+            return Ok(());
+        }
+        let mut q = lock(&self.queue);
+        loop {
+            if q.durable >= lsn {
+                return Ok(());
+            }
+            if q.failed {
+                return Err(WalError::Failed);
+            }
+            if q.flushing {
+                // The batch in flight is `q.batch - 1`; its leader wakes its waiters when it
+                // ends, whether or not `lsn` was in it, and this thread then looks again.
+                let in_flight = q.batch.wrapping_sub(1);
+                q = self.flushed[parity(in_flight)]
+                    .wait(q)
+                    .unwrap_or_else(std::sync::PoisonError::into_inner);
+                continue;
+            }
+            q.flushing = true;
+            let spare = std::mem::take(&mut q.spare);
+            let mut batch = std::mem::replace(&mut q.pending, spare);
+            let end = q.submitted;
+            let number = q.batch;
+            q.batch += 1;
+            drop(q);
+            let result = {
+                let mut seg = lock(&self.segment);
+                self.write(&mut seg, &batch)
+                    .and_then(|()| self.sync(&mut seg))
+            };
+            batch.clear();
+            q = lock(&self.queue);
+            q.spare = batch;
+            match result {
+                Ok(()) => q.durable = end,
+                Err(_) => q.failed = true,
+            }
+            q.flushing = false;
+            self.flushed[parity(number)].notify_all();
+            // Waiters of the batch that accumulated meanwhile must look again (one of them
+            // leads it).
+            self.flushed[parity(q.batch)].notify_all();
+            result?;
+        }
+    }
+
+    fn write(&self, seg: &mut Segment, bytes: &[u8]) -> Result<(), WalError> {
+        if seg.failed {
+            return Err(WalError::Failed);
+        }
+        if bytes.is_empty() {
+            return Ok(());
+        }
+        let result = seg.file.write_all(bytes);
+        self.counters.writes.fetch_add(1, Ordering::Relaxed);
+        if let Err(source) = result {
+            seg.failed = true;
+            return Err(WalError::Io {
+                context: "writing",
+                path: seg.path.clone(),
+                source,
+            });
+        }
+        seg.len += bytes.len() as u64;
+        self.counters
+            .bytes
+            .fetch_add(bytes.len() as u64, Ordering::Relaxed);
+        Ok(())
+    }
+
+    fn sync(&self, seg: &mut Segment) -> Result<(), WalError> {
+        if seg.failed {
+            return Err(WalError::Failed);
+        }
+        self.counters.syncs.fetch_add(1, Ordering::Relaxed);
+        if let Err(source) = seg.file.sync_data() {
+            seg.failed = true;
+            return Err(WalError::Io {
+                context: "fdatasync of",
+                path: seg.path.clone(),
+                source,
+            });
+        }
+        Ok(())
+    }
+
+    /// The LSN after everything submitted so far.
+    pub(crate) fn submitted(&self) -> u64 {
+        match self.mode {
+            Durability::Group => self.submitted.load(Ordering::Relaxed),
+            Durability::Event | Durability::None => {
+                let seg = lock(&self.segment);
+                seg.start + seg.len
+            }
+        }
+    }
+
+    /// Starts a new segment at the current end of the log and returns its start LSN. Records
+    /// submitted without waiting are written (and flushed, unless the mode is `none`) first.
+    ///
+    /// The caller guarantees quiescence: no submission runs concurrently (the store holds its
+    /// checkpoint gate exclusively).
+    pub(crate) fn rotate(&self) -> Result<u64, WalError> {
+        let mut seg = lock(&self.segment);
+        if self.mode == Durability::Group {
+            let mut q = lock(&self.queue);
+            if q.failed {
+                return Err(WalError::Failed);
+            }
+            let batch = std::mem::take(&mut q.pending);
+            let result = self.write(&mut seg, &batch);
+            if result.is_err() {
+                q.failed = true;
+            } else {
+                q.durable = q.submitted;
+            }
+            result?;
+        }
+        if seg.len == 0 {
+            return Ok(seg.start);
+        }
+        if self.mode != Durability::None {
+            self.sync(&mut seg)?;
+        }
+        let end = seg.start + seg.len;
+        let sync = self.mode != Durability::None;
+        let next = create_segment(&self.dir, end, sync, &self.counters).inspect_err(|_| {
+            seg.failed = true;
+        })?;
+        *seg = next;
+        Ok(end)
+    }
+
+    /// Deletes every segment that ends at or before `lsn` (a segment start returned by
+    /// [`rotate`](Self::rotate) whose records are all checkpointed).
+    pub(crate) fn delete_before(&self, lsn: u64) -> Result<(), WalError> {
+        let segments = list_segments(&self.dir)?;
+        let mut deleted = false;
+        for (start, path) in segments {
+            if start < lsn {
+                fs::remove_file(&path).map_err(io_err("deleting", &path))?;
+                deleted = true;
+            }
+        }
+        if deleted && self.mode != Durability::None {
+            fsutil::sync_dir(&self.dir).map_err(io_err("fsync of", &self.dir))?;
+        }
+        Ok(())
+    }
+
+    /// The log's directory.
+    pub(crate) fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// What the log did so far.
+    pub(crate) fn stats(&self) -> WalStats {
+        WalStats {
+            syncs: self.counters.syncs.load(Ordering::Relaxed),
+            writes: self.counters.writes.load(Ordering::Relaxed),
+            bytes: self.counters.bytes.load(Ordering::Relaxed),
+            segments: self.counters.segments.load(Ordering::Relaxed),
+        }
+    }
+}
+
+fn parity(batch: u64) -> usize {
+    usize::from(batch % 2 == 1)
+}
+
+fn segment_path(dir: &Path, start: u64) -> PathBuf {
+    dir.join(format!("{start:016x}.wal"))
+}
+
+/// Creates (or, when one was left empty at exactly this LSN, reuses) the segment starting at
+/// `start`, and (with `sync`) makes its directory entry durable.
+fn create_segment(
+    dir: &Path,
+    start: u64,
+    sync: bool,
+    counters: &Counters,
+) -> Result<Segment, WalError> {
+    let path = segment_path(dir, start);
+    let file = fsutil::private_file()
+        .append(true)
+        .truncate(false)
+        .open(&path)
+        .map_err(io_err("creating", &path))?;
+    // A file already there at this LSN holds no valid record past it (recovery truncated it),
+    // so anything in it is garbage to drop before appending.
+    file.set_len(0).map_err(io_err("truncating", &path))?;
+    if sync {
+        file.sync_all().map_err(io_err("fsync of", &path))?;
+        fsutil::sync_dir(dir).map_err(io_err("fsync of", dir))?;
+    }
+    counters.segments.fetch_add(1, Ordering::Relaxed);
+    Ok(Segment {
+        file,
+        path,
+        start,
+        len: 0,
+        failed: false,
+    })
+}
+
+/// The segment files of `dir`, by start LSN. Other files are ignored.
+fn list_segments(dir: &Path) -> Result<Vec<(u64, PathBuf)>, WalError> {
+    let mut out = Vec::new();
+    for entry in fs::read_dir(dir).map_err(io_err("listing", dir))? {
+        let entry = entry.map_err(io_err("listing", dir))?;
+        let name = entry.file_name();
+        let Some(stem) = name.to_str().and_then(|n| n.strip_suffix(".wal")) else {
+            continue;
+        };
+        if stem.len() != 16 {
+            continue;
+        }
+        if let Ok(start) = u64::from_str_radix(stem, 16) {
+            out.push((start, entry.path()));
+        }
+    }
+    out.sort();
+    Ok(out)
+}
+
+/// Where recovery found the log to end early.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TornTail {
+    /// The segment file.
+    pub segment: PathBuf,
+    /// The offset in it of the first record that did not decode; the file was cut there.
+    pub offset: u64,
+    /// Why that record did not decode.
+    pub error: RecordError,
+}
+
+/// Damage in the log: a stretch that holds no valid record (a record that does not decode, or
+/// log missing between segments) with valid records after it. A torn write can only leave a
+/// bad *tail* (segments before the last one were flushed before it was created), so this is
+/// not one: records that were durable, and perhaps sent to clients, are lost.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Damage {
+    /// The segment file the damage is in (or, for a missing stretch, the first file after it).
+    pub segment: PathBuf,
+    /// The offset in that file where it starts.
+    pub offset: u64,
+    /// How many bytes of log it spans, when known (`None`: log is missing up to an unknown
+    /// end).
+    pub bytes: Option<u64>,
+    /// What is wrong there.
+    pub what: String,
+}
+
+impl std::fmt::Display for Damage {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{} at offset {}: {}",
+            self.segment.display(),
+            self.offset,
+            self.what
+        )?;
+        if let Some(b) = self.bytes {
+            write!(f, " ({b} bytes)")?;
+        }
+        Ok(())
+    }
+}
+
+/// What [`recover`] found.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Recovered {
+    /// The LSN after the last valid record: where the log goes on.
+    pub(crate) end: u64,
+    /// Records replayed.
+    pub(crate) records: u64,
+    /// The torn or corrupt tail that was cut off, if any.
+    pub(crate) torn: Option<TornTail>,
+    /// Whether records between the checkpoint and the first segment are missing (only with
+    /// `repair`; otherwise that is [`Damage`]).
+    pub(crate) gap: bool,
+    /// Bytes cut off: the torn tail and any segment that did not follow on.
+    pub(crate) discarded_bytes: u64,
+    /// The damaged stretches a repair skipped (empty unless `repair`).
+    pub(crate) damage: Vec<Damage>,
+}
+
+/// Where a valid record starts in `bytes` at or after `from`, if one does. With `to_end`, only
+/// a record that begins a run of valid records reaching the end of `bytes` counts, so that a
+/// record a client embedded in a payload (whose enclosing record is followed by its checksum,
+/// never by the end of the run) is not taken for a real one.
+fn next_valid(bytes: &[u8], from: usize, to_end: bool) -> Option<usize> {
+    let mut at = from;
+    while at < bytes.len() {
+        let rel = bytes[at..].iter().position(|b| *b == record::MAGIC[0])?;
+        let y = at + rel;
+        if record::decode(&bytes[y..]).is_ok() && (!to_end || runs_to_end(bytes, y)) {
+            return Some(y);
+        }
+        at = y + 1;
+    }
+    None
+}
+
+/// Whether valid records lie end to end from `from` to the end of `bytes`.
+fn runs_to_end(bytes: &[u8], mut from: usize) -> bool {
+    while from < bytes.len() {
+        match record::decode(&bytes[from..]) {
+            Ok((_, used)) => from += used,
+            Err(_) => return false,
+        }
+    }
+    true
+}
+
+/// Where to look for the next record after a bad one at the start of `bytes`, and whether
+/// only a record that begins a run to the end counts there. Past the whole record when its
+/// header is intact and its length fits (its body may be a payload holding anything); when the
+/// length runs past the end, from the next byte but only for a run to the end (a torn record's
+/// payload may hold a record, which its cut never leaves at the very end but by chance, while
+/// a record after a damaged length field is followed by the rest of the log); else the next
+/// byte.
+fn skip_bad(bytes: &[u8]) -> (usize, bool) {
+    if bytes.len() >= record::HEADER_BYTES
+        && bytes[..2] == record::MAGIC
+        && bytes[2] == record::VERSION
+    {
+        let len = u32::from_le_bytes([bytes[3], bytes[4], bytes[5], bytes[6]]) as usize;
+        let total = len.saturating_add(record::OVERHEAD_BYTES);
+        if len <= record::MAX_BODY_BYTES && total <= bytes.len() {
+            return (total, false);
+        }
+        return (1, true);
+    }
+    (1, false)
+}
+
+/// Replays the log of `dir` from `checkpoint` on, calling `apply` for every valid record (and
+/// its encoded bytes) in order, cuts a torn tail off the last segment, and deletes segments
+/// wholly before `checkpoint`. Creates nothing.
+///
+/// A bad record with valid records after it, log missing between the checkpoint and the first
+/// segment or between two segments, or a bad record in any segment but the last, is not a torn
+/// write but [`Damage`]: without `repair` recovery stops there with [`WalError::Damaged`] and
+/// changes no segment (records before it may have been applied to the index: every record is
+/// a blind write).
+/// With `repair` the damaged stretch is skipped, every valid record after it is applied, and
+/// the damage is reported in [`Recovered::damage`].
+///
+/// # Errors
+/// [`WalError::Damaged`]; [`WalError::Io`] if a segment cannot be read, cut or deleted; the
+/// error of `apply`, as is.
+pub(crate) fn recover<E: From<WalError>>(
+    dir: &Path,
+    checkpoint: u64,
+    sync: bool,
+    repair: bool,
+    mut apply: impl FnMut(&Record<'_>, &[u8]) -> Result<(), E>,
+) -> Result<Recovered, E> {
+    let segments = list_segments(dir)?;
+    let mut out = Recovered {
+        end: checkpoint,
+        ..Recovered::default()
+    };
+    let hole = |out: &mut Recovered, damage: Damage| -> Result<(), WalError> {
+        if repair {
+            out.damage.push(damage);
+            Ok(())
+        } else {
+            Err(WalError::Damaged(damage))
+        }
+    };
+    // Segments wholly before the checkpoint (left over by a crash during a checkpoint).
+    let first = segments
+        .iter()
+        .rposition(|(start, _)| *start <= checkpoint)
+        .unwrap_or(0);
+    let live = &segments[first.min(segments.len())..];
+    if checkpoint > 0 && live.is_empty() {
+        // A checkpoint always leaves the segment it rotated to.
+        hole(
+            &mut out,
+            Damage {
+                segment: segment_path(dir, checkpoint),
+                offset: 0,
+                bytes: None,
+                what: format!(
+                    "the log segment at the checkpoint (LSN {checkpoint}) and everything after \
+                     it is missing"
+                ),
+            },
+        )?;
+    }
+    let mut changed = false;
+    for (start, path) in segments.iter().take(first) {
+        if *start < checkpoint {
+            fs::remove_file(path).map_err(io_err("deleting", path))?;
+            changed = true;
+        }
+    }
+    for (i, (start, path)) in live.iter().enumerate() {
+        let last = i + 1 == live.len();
+        let end = out.end;
+        if *start > end {
+            // Log is missing between the checkpoint (or the previous segment) and this one.
+            hole(
+                &mut out,
+                Damage {
+                    segment: path.clone(),
+                    offset: 0,
+                    bytes: Some(*start - end),
+                    what: format!("the log from LSN {end} to {start} is missing"),
+                },
+            )?;
+            if i == 0 {
+                out.gap = true;
+            }
+        } else if *start < end && i > 0 {
+            hole(
+                &mut out,
+                Damage {
+                    segment: path.clone(),
+                    offset: 0,
+                    bytes: Some(0),
+                    what: format!(
+                        "this segment starts at LSN {start}, inside the previous one (which \
+                         ends at {end}); it is ignored"
+                    ),
+                },
+            )?;
+            continue;
+        }
+        // The checkpoint may fall inside the first segment: replaying its head again is
+        // harmless (every record is a blind write).
+        out.end = *start;
+        let bytes = fs::read(path).map_err(io_err("reading", path))?;
+        let mut offset = 0usize;
+        // `offset < bytes.len()` in the loop, and `decode` never reports more bytes used than
+        // it was given, so the slices below stay in bounds.
+        while offset < bytes.len() {
+            let error = match record::decode(&bytes[offset..]) {
+                Ok((record, used)) => {
+                    apply(&record, &bytes[offset..offset + used])?;
+                    out.records += 1;
+                    offset += used;
+                    continue;
+                }
+                Err(error) => error,
+            };
+            let (skip, to_end) = skip_bad(&bytes[offset..]);
+            let resume = next_valid(&bytes, offset + skip, repair || to_end);
+            if resume.is_none() && last {
+                // A torn tail: cut it off.
+                let file = fs::OpenOptions::new()
+                    .write(true)
+                    .open(path)
+                    .map_err(io_err("opening", path))?;
+                file.set_len(offset as u64)
+                    .map_err(io_err("truncating", path))?;
+                if sync {
+                    file.sync_all().map_err(io_err("fsync of", path))?;
+                }
+                out.torn = Some(TornTail {
+                    segment: path.clone(),
+                    offset: offset as u64,
+                    error,
+                });
+                out.discarded_bytes += (bytes.len() - offset) as u64;
+                changed = true;
+                break;
+            }
+            let to = resume.unwrap_or(bytes.len());
+            let what = match resume {
+                Some(_) => format!("{error}, and valid records follow"),
+                None => format!("{error}, and later log segments follow"),
+            };
+            hole(
+                &mut out,
+                Damage {
+                    segment: path.clone(),
+                    offset: offset as u64,
+                    bytes: Some((to - offset) as u64),
+                    what,
+                },
+            )?;
+            out.discarded_bytes += (to - offset) as u64;
+            offset = to;
+        }
+        out.end = start + offset as u64;
+    }
+    if changed && sync {
+        fsutil::sync_dir(dir).map_err(io_err("fsync of", dir))?;
+    }
+    Ok(out)
+}
+
+/// Reads the records of the log of `dir` from LSN `from` to LSN `to` (both segment starts
+/// returned by [`Wal::rotate`], so the records between them are whole and written), calling
+/// `apply` for each in order. An index rebuild uses it to bring the new index up to `to`.
+///
+/// # Errors
+/// [`WalError::Io`] if a segment cannot be read, or (as `corrupt`'s error) if the segments do
+/// not cover `from .. to` end to end with valid records: the log between two rotations was
+/// written by this process, so that means it changed under it. The error of `apply`, as is.
+pub(crate) fn read_range<E: From<WalError>>(
+    dir: &Path,
+    from: u64,
+    to: u64,
+    corrupt: impl Fn(String) -> E,
+    mut apply: impl FnMut(&Record<'_>, &[u8]) -> Result<(), E>,
+) -> Result<u64, E> {
+    let mut at = from;
+    let mut records = 0;
+    for (start, path) in list_segments(dir)? {
+        if start < from || start >= to {
+            continue;
+        }
+        if start != at {
+            return Err(corrupt(format!(
+                "the log has no records from LSN {at} to {start}"
+            )));
+        }
+        let bytes = fs::read(&path).map_err(io_err("reading", &path))?;
+        let mut offset = 0usize;
+        // `decode` never reports more bytes used than it was given, so the slices stay in
+        // bounds.
+        while offset < bytes.len() {
+            let (rec, used) = record::decode(&bytes[offset..])
+                .map_err(|e| corrupt(format!("{} at offset {offset}: {e:?}", path.display())))?;
+            apply(&rec, &bytes[offset..offset + used])?;
+            records += 1;
+            offset += used;
+        }
+        at = start + offset as u64;
+    }
+    if at != to {
+        return Err(corrupt(format!("the log ends at LSN {at}, before {to}")));
+    }
+    Ok(records)
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,358 @@
+use std::sync::Arc;
+
+use taskstream_core::record::{EventRecord, Record, RecordError};
+use taskstream_core::{Millis, Seq};
+
+use super::*;
+use crate::index::encode_into;
+
+fn event_bytes(task: &str, seq: u64) -> Vec<u8> {
+    let payload = format!(r#"{{"i":{seq}}}"#);
+    let rec = Record::Event(EventRecord {
+        task_id: task,
+        seq: Seq::new(seq).unwrap(),
+        at: Millis(seq),
+        event_type: "dev.taskstream.tick",
+        payload: payload.as_bytes(),
+    });
+    let mut out = Vec::new();
+    encode_into(&rec, &mut out).unwrap();
+    out
+}
+
+/// Recovers `dir` from `checkpoint`, returning (task, seq) of every record in order.
+fn replay(dir: &Path, checkpoint: u64) -> (Vec<(String, u64)>, Recovered) {
+    try_replay(dir, checkpoint, false).unwrap()
+}
+
+/// Like [`replay`], optionally repairing, reporting a refusal.
+fn try_replay(
+    dir: &Path,
+    checkpoint: u64,
+    repair: bool,
+) -> Result<(Vec<(String, u64)>, Recovered), WalError> {
+    let mut seen = Vec::new();
+    let recovered = recover::<WalError>(dir, checkpoint, true, repair, |rec: &Record<'_>, raw| {
+        let ev = rec.event().unwrap();
+        assert_eq!(record::decode(raw).unwrap().0, *rec);
+        seen.push((ev.task_id.to_owned(), ev.seq.get()));
+        Ok(())
+    })?;
+    Ok((seen, recovered))
+}
+
+/// Writes events 0..n of task `a` into one segment; returns each record's offset and the
+/// segment's path.
+fn one_segment(dir: &Path, n: u64) -> (Vec<u64>, PathBuf) {
+    let wal = Wal::open(dir, Durability::Event, 0).unwrap();
+    let mut offsets = Vec::new();
+    for i in 0..n {
+        offsets.push(wal.submitted());
+        wal.submit(&event_bytes("a", i), true).unwrap();
+    }
+    drop(wal);
+    (offsets, segment_path(dir, 0))
+}
+
+#[test]
+fn a_bad_record_with_valid_records_after_it_is_damage_not_a_torn_tail() {
+    let dir = tempfile::tempdir().unwrap();
+    let (offsets, path) = one_segment(dir.path(), 10);
+    let pristine = fs::read(&path).unwrap();
+    // One flipped bit in record 4's body, and (separately) record 4 zeroed whole.
+    let at = usize::try_from(offsets[4]).unwrap();
+    let end = usize::try_from(offsets[5]).unwrap();
+    let mut flipped = pristine.clone();
+    flipped[at + 9] ^= 0x10;
+    let mut zeroed = pristine.clone();
+    zeroed[at..end].fill(0);
+    for (name, bytes) in [("flipped", flipped), ("zeroed", zeroed)] {
+        fs::write(&path, &bytes).unwrap();
+        match try_replay(dir.path(), 0, false) {
+            Err(WalError::Damaged(d)) => {
+                assert_eq!(d.segment, path, "{name}");
+                assert_eq!(d.offset, offsets[4], "{name}");
+                assert_eq!(d.bytes, Some(offsets[5] - offsets[4]), "{name}");
+                let shown = WalError::Damaged(d).to_string();
+                assert!(shown.contains("taskstream repair --data-dir"), "{shown}");
+            }
+            other => panic!("{name}: {other:?}"),
+        }
+        assert_eq!(
+            fs::read(&path).unwrap(),
+            bytes,
+            "{name}: refusing changes nothing"
+        );
+        // A repair keeps every valid record, before and after the damage.
+        let (seen, recovered) = try_replay(dir.path(), 0, true).unwrap();
+        let want: Vec<(String, u64)> = (0..10)
+            .filter(|i| *i != 4)
+            .map(|i| ("a".to_owned(), i))
+            .collect();
+        assert_eq!(seen, want, "{name}");
+        assert_eq!(recovered.damage.len(), 1, "{name}");
+        assert_eq!(recovered.end, pristine.len() as u64, "{name}");
+        assert_eq!(recovered.torn, None, "{name}");
+    }
+}
+
+#[test]
+fn a_torn_tail_that_holds_a_record_in_its_payload_is_still_a_torn_tail() {
+    let dir = tempfile::tempdir().unwrap();
+    let wal = Wal::open(dir.path(), Durability::Event, 0).unwrap();
+    wal.submit(&event_bytes("a", 0), true).unwrap();
+    let before = wal.submitted();
+    // A payload that carries the bytes of a whole valid record (as JSON-escaped text it would
+    // not, but a record's body is not text): the tear cuts the outer record short.
+    let inner = event_bytes("b", 7);
+    let mut outer = event_bytes("a", 1);
+    outer.extend_from_slice(&inner);
+    let mut framed = Vec::new();
+    // The outer frame claims a body long enough to hold the inner record.
+    let rec = Record::Event(EventRecord {
+        task_id: "a",
+        seq: Seq::new(1).unwrap(),
+        at: Millis(1),
+        event_type: "dev.taskstream.tick",
+        payload: br#"{"x":"................................................................................................................................"}"#,
+    });
+    encode_into(&rec, &mut framed).unwrap();
+    // Put the inner record inside the outer one's payload bytes, then cut the outer one.
+    let body_at = framed.len() - 4 - inner.len() - 10;
+    framed[body_at..body_at + inner.len()].copy_from_slice(&inner);
+    wal.submit(&framed[..framed.len() - 2], true).unwrap();
+    drop(wal);
+    let (seen, recovered) = try_replay(dir.path(), 0, false).unwrap();
+    assert_eq!(seen, expected("a", 1));
+    assert_eq!(recovered.end, before);
+    assert!(recovered.torn.is_some());
+}
+
+#[test]
+fn a_missing_or_cut_segment_before_the_last_is_damage() {
+    let dir = tempfile::tempdir().unwrap();
+    let wal = Wal::open(dir.path(), Durability::Event, 0).unwrap();
+    wal.submit(&event_bytes("a", 0), true).unwrap();
+    let second = wal.rotate().unwrap();
+    wal.submit(&event_bytes("a", 1), true).unwrap();
+    let third = wal.rotate().unwrap();
+    wal.submit(&event_bytes("a", 2), true).unwrap();
+    drop(wal);
+    let middle = segment_path(dir.path(), second);
+    let saved = fs::read(&middle).unwrap();
+    // Cut by one byte: the third segment no longer follows on.
+    fs::write(&middle, &saved[..saved.len() - 1]).unwrap();
+    match try_replay(dir.path(), 0, false) {
+        Err(WalError::Damaged(d)) => assert_eq!(d.segment, middle),
+        other => panic!("{other:?}"),
+    }
+    // Deleted: the log from `second` to `third` is missing.
+    fs::remove_file(&middle).unwrap();
+    match try_replay(dir.path(), 0, false) {
+        Err(WalError::Damaged(d)) => {
+            assert_eq!(d.segment, segment_path(dir.path(), third));
+            assert_eq!(d.bytes, Some(third - second));
+        }
+        other => panic!("{other:?}"),
+    }
+    let (seen, recovered) = try_replay(dir.path(), 0, true).unwrap();
+    assert_eq!(seen, [("a".to_owned(), 0), ("a".to_owned(), 2)]);
+    assert_eq!(recovered.damage.len(), 1);
+    // Every segment gone while the checkpoint is past 0.
+    for (_, p) in list_segments(dir.path()).unwrap() {
+        fs::remove_file(p).unwrap();
+    }
+    match try_replay(dir.path(), third, false) {
+        Err(WalError::Damaged(d)) => assert_eq!(d.bytes, None),
+        other => panic!("{other:?}"),
+    }
+}
+
+fn expected(task: &str, n: u64) -> Vec<(String, u64)> {
+    (0..n).map(|i| (task.to_owned(), i)).collect()
+}
+
+#[test]
+fn every_mode_reads_back_what_it_wrote() {
+    for mode in [Durability::Event, Durability::Group, Durability::None] {
+        let dir = tempfile::tempdir().unwrap();
+        let wal = Wal::open(dir.path(), mode, 0).unwrap();
+        for i in 0..10 {
+            wal.submit(&event_bytes("a", i), true).unwrap();
+        }
+        let stats = wal.stats();
+        let end = wal.submitted();
+        drop(wal);
+        let expected_syncs = if mode == Durability::None { 0 } else { 10 };
+        assert_eq!(stats.syncs, expected_syncs, "{mode:?}");
+        let (seen, recovered) = replay(dir.path(), 0);
+        assert_eq!(seen, expected("a", 10), "{mode:?}");
+        assert_eq!(recovered.end, end);
+        assert_eq!(recovered.torn, None);
+    }
+}
+
+#[test]
+fn a_torn_tail_at_every_offset_of_the_last_record_recovers_to_the_previous_record() {
+    let dir = tempfile::tempdir().unwrap();
+    let wal = Wal::open(dir.path(), Durability::Event, 0).unwrap();
+    for i in 0..3 {
+        wal.submit(&event_bytes("a", i), true).unwrap();
+    }
+    let full = wal.submitted();
+    drop(wal);
+    let path = segment_path(dir.path(), 0);
+    let pristine = fs::read(&path).unwrap();
+    let last_len = event_bytes("a", 2).len() as u64;
+    let previous_end = full - last_len;
+    for cut in previous_end..full {
+        fs::write(&path, &pristine[..usize::try_from(cut).unwrap()]).unwrap();
+        let (seen, recovered) = replay(dir.path(), 0);
+        assert_eq!(seen, expected("a", 2), "cut at {cut}");
+        assert_eq!(recovered.end, previous_end, "cut at {cut}");
+        assert_eq!(fs::metadata(&path).unwrap().len(), previous_end);
+        let torn = recovered.torn.clone();
+        if cut == previous_end {
+            assert_eq!(torn, None);
+        } else {
+            let torn = torn.unwrap();
+            assert_eq!(torn.offset, previous_end);
+            assert!(matches!(
+                torn.error,
+                RecordError::Truncated { .. } | RecordError::BadMagic
+            ));
+            assert_eq!(recovered.discarded_bytes, cut - previous_end);
+        }
+    }
+    // A flipped bit anywhere in the last record cuts it off the same way.
+    for bit in 0..last_len * 8 {
+        let mut bytes = pristine.clone();
+        let at = usize::try_from(previous_end + bit / 8).unwrap();
+        bytes[at] ^= 1 << (bit % 8);
+        fs::write(&path, &bytes).unwrap();
+        let (seen, recovered) = replay(dir.path(), 0);
+        assert_eq!(seen, expected("a", 2), "bit {bit}");
+        assert_eq!(recovered.end, previous_end);
+    }
+}
+
+#[test]
+fn the_log_goes_on_after_a_recovered_torn_tail() {
+    let dir = tempfile::tempdir().unwrap();
+    let wal = Wal::open(dir.path(), Durability::Group, 0).unwrap();
+    for i in 0..3 {
+        wal.submit(&event_bytes("a", i), true).unwrap();
+    }
+    let full = wal.submitted();
+    drop(wal);
+    let path = segment_path(dir.path(), 0);
+    let file = fs::OpenOptions::new().write(true).open(&path).unwrap();
+    file.set_len(full - 5).unwrap();
+    let (_, recovered) = replay(dir.path(), 0);
+    let wal = Wal::open(dir.path(), Durability::Group, recovered.end).unwrap();
+    wal.submit(&event_bytes("a", 2), true).unwrap();
+    wal.submit(&event_bytes("a", 3), true).unwrap();
+    drop(wal);
+    let (seen, recovered) = replay(dir.path(), 0);
+    assert_eq!(seen, expected("a", 4));
+    assert_eq!(recovered.torn, None);
+}
+
+#[test]
+fn rotation_and_checkpoint_deletion_keep_the_suffix() {
+    let dir = tempfile::tempdir().unwrap();
+    let wal = Wal::open(dir.path(), Durability::Event, 0).unwrap();
+    wal.submit(&event_bytes("a", 0), true).unwrap();
+    wal.submit(&event_bytes("a", 1), false).unwrap();
+    let first = wal.rotate().unwrap();
+    assert_eq!(first, wal.submitted());
+    // Rotating an empty segment is a no-op.
+    assert_eq!(wal.rotate().unwrap(), first);
+    wal.submit(&event_bytes("a", 2), true).unwrap();
+    let second = wal.rotate().unwrap();
+    wal.submit(&event_bytes("a", 3), true).unwrap();
+    assert_eq!(list_segments(dir.path()).unwrap().len(), 3);
+    wal.delete_before(second).unwrap();
+    assert_eq!(
+        list_segments(dir.path()).unwrap(),
+        [(second, segment_path(dir.path(), second))]
+    );
+    drop(wal);
+    let (seen, recovered) = replay(dir.path(), second);
+    assert_eq!(seen, [("a".to_owned(), 3)]);
+    assert!(!recovered.gap);
+}
+
+#[test]
+fn recovery_deletes_segments_before_the_checkpoint() {
+    let dir = tempfile::tempdir().unwrap();
+    let wal = Wal::open(dir.path(), Durability::Event, 0).unwrap();
+    wal.submit(&event_bytes("a", 0), true).unwrap();
+    let second = wal.rotate().unwrap();
+    wal.submit(&event_bytes("a", 1), true).unwrap();
+    drop(wal);
+    let (seen, recovered) = replay(dir.path(), second);
+    assert_eq!(seen, [("a".to_owned(), 1)]);
+    assert_eq!(recovered.torn, None);
+    assert_eq!(
+        list_segments(dir.path()).unwrap(),
+        [(second, segment_path(dir.path(), second))],
+        "the segment before the checkpoint is gone"
+    );
+}
+
+#[test]
+fn group_commit_shares_flushes_between_threads_and_keeps_each_threads_order() {
+    let dir = tempfile::tempdir().unwrap();
+    let wal = Arc::new(Wal::open(dir.path(), Durability::Group, 0).unwrap());
+    let threads = 8;
+    let per_thread = 50;
+    let handles: Vec<_> = (0..threads)
+        .map(|t| {
+            let wal = Arc::clone(&wal);
+            std::thread::spawn(move || {
+                for i in 0..per_thread {
+                    wal.submit(&event_bytes(&format!("t{t}"), i), true).unwrap();
+                }
+            })
+        })
+        .collect();
+    for h in handles {
+        h.join().unwrap();
+    }
+    let stats = wal.stats();
+    assert!(
+        stats.syncs <= threads * per_thread,
+        "at most one flush per record: {stats:?}"
+    );
+    assert_eq!(stats.syncs, stats.writes);
+    drop(wal);
+    let (seen, _) = replay(dir.path(), 0);
+    assert_eq!(seen.len() as u64, threads * per_thread);
+    for t in 0..threads {
+        let task = format!("t{t}");
+        let mine: Vec<u64> = seen
+            .iter()
+            .filter(|(id, _)| *id == task)
+            .map(|(_, s)| *s)
+            .collect();
+        assert_eq!(mine, (0..per_thread).collect::<Vec<_>>());
+    }
+}
+
+#[test]
+fn writes_without_waiting_are_ordered_and_flushed_by_the_next_wait() {
+    let dir = tempfile::tempdir().unwrap();
+    let wal = Wal::open(dir.path(), Durability::Group, 0).unwrap();
+    wal.submit(&event_bytes("a", 0), false).unwrap();
+    wal.submit(&event_bytes("a", 1), false).unwrap();
+    assert_eq!(
+        wal.stats().writes,
+        0,
+        "nothing written before a durable submission"
+    );
+    wal.submit(&event_bytes("a", 2), true).unwrap();
+    assert_eq!(wal.stats().syncs, 1);
+    drop(wal);
+    assert_eq!(replay(dir.path(), 0).0, expected("a", 3));
+}

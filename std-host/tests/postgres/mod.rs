@@ -1,0 +1,378 @@
+//! The PostgreSQL store (`serve --store postgres://…`, docs/interface.md "A shared store for
+//! several replicas") against a real PostgreSQL that each test starts itself
+//! (`scripts/postgres`): several `taskstream serve` replicas on one database, a replica killed
+//! with SIGKILL mid-task, racing writers, the database restarted under load, principal
+//! isolation across replicas, and the faults an operator meets (a wrong URL, a database down
+//! at start, a newer schema, a user without rights, connections dropped mid-append).
+//!
+//! Run with `TASKSTREAM_PG_TESTS=1` (scripts/test sets it); without it every test says SKIP.
+
+#[allow(dead_code)]
+use crate::server::client;
+mod cluster;
+#[allow(dead_code)]
+use crate::http::client as http_client;
+mod store;
+
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+
+use client::{seqs, Server};
+use cluster::Cluster;
+
+/// The lease timeout the replica tests run with.
+const LEASE_SECS: u64 = 2;
+
+/// A replica on `url` with a completed legacy handshake (2025-11-25); `extra` flags added.
+fn replica(url: &str, extra: &[&str]) -> Server {
+    let lease = LEASE_SECS.to_string();
+    let mut args = vec!["--store", url, "--lease-timeout", &lease];
+    args.extend_from_slice(extra);
+    let mut s = Server::spawn(&args);
+    s.initialize("2025-11-25");
+    s
+}
+
+/// Starts an `emit` task; returns its id.
+fn start(s: &mut Server, args: Value) -> String {
+    let r = s.ok(
+        "tools/call",
+        json!({"name": "emit", "arguments": args, "task": {}}),
+    );
+    r["task"]["taskId"].as_str().expect("taskId").to_owned()
+}
+
+/// Streams `task` from the start to its end; returns the events (params) and the response.
+fn replay(s: &mut Server, task: &str) -> (Vec<Value>, Value) {
+    let id = s.request("tasks/stream", json!({"taskId": task}));
+    s.collect_stream(id, task)
+}
+
+/// The next `n` events of `task` on `s` (notifications' params).
+fn next_events(s: &mut Server, task: &str, n: usize) -> Vec<Value> {
+    (0..n)
+        .map(|_| {
+            s.recv("an event", |v| {
+                v["method"] == "notifications/tasks/event" && v["params"]["taskId"] == task
+            })["params"]
+                .clone()
+        })
+        .collect()
+}
+
+/// Seqs 0, 1, 2, … with no gap (EV-02, EV-03).
+#[track_caller]
+fn assert_dense(events: &[Value]) {
+    let s = seqs(events);
+    let want: Vec<u64> = (0..s.len() as u64).collect();
+    assert_eq!(s, want, "seqs are dense from 0");
+}
+
+/// Every event `seen` (from any client) is in `all`, the same at the same seq.
+#[track_caller]
+fn assert_contains(all: &[Value], seen: &[Value]) {
+    for e in seen {
+        let seq = e["seq"].as_u64().expect("seq");
+        let same = all.iter().find(|x| x["seq"].as_u64() == Some(seq));
+        assert_eq!(same, Some(e), "event {seq} is still there, unchanged");
+    }
+}
+
+fn status_of(e: &Value) -> Option<&str> {
+    (e["type"] == "dev.taskstream.task.status")
+        .then(|| e["payload"]["status"].as_str())
+        .flatten()
+}
+
+#[test]
+fn a_task_created_on_one_replica_streams_on_another_and_ends_failed_when_its_replica_is_killed() {
+    if !cluster::enabled() {
+        return;
+    }
+    let pg = Cluster::start();
+    let url = pg.db("replicas");
+    let mut a = replica(&url, &[]);
+    let mut b = replica(&url, &[]);
+    let mut c = replica(&url, &[]);
+    let task = start(&mut a, json!({"count": 100000, "interval_ms": 10}));
+
+    // B streams the task A runs, live: the same seqs and payloads A appended.
+    let stream = b.request("tasks/stream", json!({"taskId": task}));
+    let seen_live = next_events(&mut b, &task, 25);
+    assert_dense(&seen_live);
+
+    // C waits for the task's result (legacy tasks/result), which no task thread of C's will
+    // announce: C learns of the end from the database.
+    let waiting = c.request("tasks/result", json!({"taskId": task}));
+
+    a.kill();
+    let killed = Instant::now();
+    // B's stream goes on to the terminal status event another replica wrote once A's lease
+    // expired, then completes.
+    let (rest, end) = b.collect_stream(stream, &task);
+    let ended_after = killed.elapsed();
+    assert!(end.get("error").is_none(), "the stream completes: {end}");
+    let mut on_b = seen_live.clone();
+    on_b.extend(rest);
+    assert_dense(&on_b);
+    let last = on_b.last().expect("events");
+    assert_eq!(status_of(last), Some("failed"), "{last}");
+    assert_eq!(
+        last["payload"]["message"],
+        taskstream_store::pg::LEASE_FAILURE_MESSAGE
+    );
+    // Within the lease timeout (plus what the notification takes to arrive).
+    assert!(
+        ended_after < Duration::from_secs(LEASE_SECS) + Duration::from_millis(1500),
+        "ended {ended_after:?} after the kill"
+    );
+
+    // C's waiting tasks/result is answered (a failed task's answer is its error).
+    let answer = c.response(waiting);
+    assert!(answer.get("error").is_some(), "{answer}");
+    // C sees it failed, and every event any client received is still there, unchanged.
+    let t = c.ok("tasks/get", json!({"taskId": task}));
+    assert_eq!(t["status"], "failed", "{t}");
+    let (all, end) = replay(&mut c, &task);
+    assert!(end.get("error").is_none(), "{end}");
+    assert_dense(&all);
+    assert_eq!(all, on_b, "C replays exactly what B received");
+    assert_eq!(all.iter().filter(|e| status_of(e).is_some()).count(), 2);
+}
+
+#[test]
+fn a_task_cancelled_through_another_replica_stops_and_its_log_is_frozen() {
+    if !cluster::enabled() {
+        return;
+    }
+    let pg = Cluster::start();
+    let url = pg.db("cancel");
+    let mut a = replica(&url, &[]);
+    let mut b = replica(&url, &[]);
+    let task = start(&mut a, json!({"count": 100000, "interval_ms": 5}));
+    let stream = a.request("tasks/stream", json!({"taskId": task}));
+    let early = next_events(&mut a, &task, 10);
+    let r = b.call("tasks/cancel", json!({"taskId": task}));
+    assert_eq!(r["result"]["status"], "cancelled", "{r}");
+    // A's stream ends with the cancellation B wrote; A's task thread is refused its next
+    // append (it no longer may write: the task ended), so nothing follows it.
+    let (rest, end) = a.collect_stream(stream, &task);
+    assert!(end.get("error").is_none(), "{end}");
+    let mut on_a = early;
+    on_a.extend(rest);
+    assert_dense(&on_a);
+    assert_eq!(status_of(on_a.last().expect("events")), Some("cancelled"));
+    // A later task on A still runs to its end: A's task threads are not stuck.
+    let done = start(&mut a, json!({"count": 3}));
+    let (events, _) = replay(&mut b, &done);
+    assert_eq!(status_of(events.last().expect("events")), Some("completed"));
+    // The cancelled task's log did not grow past its terminal event.
+    let (again, _) = replay(&mut b, &task);
+    assert_eq!(again, on_a);
+}
+
+#[test]
+fn principals_are_isolated_across_replicas() {
+    if !cluster::enabled() {
+        return;
+    }
+    let pg = Cluster::start();
+    let url = pg.db("principals");
+    let mut alice = replica(&url, &["--principal", "alice"]);
+    let mut bob = replica(&url, &["--principal", "bob"]);
+    let mut alice2 = replica(&url, &["--principal", "alice"]);
+    let task = start(&mut alice, json!({"count": 2}));
+    // SE-01 / SE-03: another principal cannot see, stream or cancel it, on any replica.
+    assert_eq!(bob.error_code("tasks/get", json!({"taskId": task})), -32602);
+    assert_eq!(
+        bob.error_code("tasks/stream", json!({"taskId": task})),
+        -32602
+    );
+    assert_eq!(
+        bob.error_code("tasks/cancel", json!({"taskId": task})),
+        -32602
+    );
+    let listed = bob.ok("tasks/list", json!({}));
+    assert!(
+        !listed.to_string().contains(&task),
+        "bob's list shows alice's task: {listed}"
+    );
+    // The same principal through another replica sees it all.
+    let (events, end) = replay(&mut alice2, &task);
+    assert!(end.get("error").is_none(), "{end}");
+    assert_dense(&events);
+    let listed = alice2.ok("tasks/list", json!({}));
+    assert!(listed.to_string().contains(&task), "{listed}");
+}
+
+#[test]
+fn the_database_restarted_under_load_costs_errors_never_wrong_data() {
+    if !cluster::enabled() {
+        return;
+    }
+    let pg = Cluster::start();
+    let url = pg.db("restart");
+    let mut a = replica(&url, &["--lease-timeout", "30"]);
+    let mut b = replica(&url, &["--lease-timeout", "30"]);
+    let tasks: Vec<String> = (0..3)
+        .map(|_| start(&mut a, json!({"count": 400, "interval_ms": 10})))
+        .collect();
+    let stream = b.request("tasks/stream", json!({"taskId": tasks[0]}));
+    let mut seen = next_events(&mut b, &tasks[0], 20);
+
+    pg.restart();
+
+    // B's stream goes on after the restart (the replicas reconnect) to the task's end: it
+    // either completed or failed, having been refused an event while the database was away.
+    let (rest, end) = b.collect_stream(stream, &tasks[0]);
+    seen.extend(rest);
+    if end.get("error").is_none() {
+        assert_dense(&seen);
+        assert!(status_of(seen.last().expect("events")).is_some());
+    }
+    for t in &tasks {
+        // Every task reaches its end (none is left `working`), with a gap-free log, through
+        // either replica.
+        let (all, end) = replay(&mut b, t);
+        assert!(end.get("error").is_none(), "{end}");
+        assert_dense(&all);
+        let last = all.last().expect("events");
+        assert!(
+            matches!(status_of(last), Some("completed" | "failed")),
+            "{last}"
+        );
+        let got = a.ok("tasks/get", json!({"taskId": t}));
+        assert!(
+            got["status"] == "completed" || got["status"] == "failed",
+            "{got}"
+        );
+        if t == &tasks[0] {
+            assert_contains(&all, &seen);
+        }
+    }
+    // Both replicas serve on: a new task on B completes and streams on A.
+    let fresh = start(&mut b, json!({"count": 5}));
+    let (events, _) = replay(&mut a, &fresh);
+    assert_dense(&events);
+    assert_eq!(status_of(events.last().expect("events")), Some("completed"));
+}
+
+#[test]
+fn connections_dropped_mid_append_cost_errors_never_wrong_data() {
+    if !cluster::enabled() {
+        return;
+    }
+    let pg = Cluster::start();
+    let url = pg.db("dropped");
+    let mut a = replica(&url, &["--lease-timeout", "30"]);
+    let mut b = replica(&url, &["--lease-timeout", "30"]);
+    let task = start(&mut a, json!({"count": 300, "interval_ms": 5}));
+    let stream = b.request("tasks/stream", json!({"taskId": task}));
+    let mut seen = next_events(&mut b, &task, 10);
+    // Every connection of every replica is cut, some of them mid-append.
+    let cut = pg.psql(
+        "postgres",
+        "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity \
+         WHERE application_name = 'taskstream'",
+    );
+    assert!(cut.trim().parse::<u32>().expect("count") > 0, "{cut}");
+    let (rest, end) = b.collect_stream(stream, &task);
+    seen.extend(rest);
+    let (all, _) = replay(&mut b, &task);
+    assert_dense(&all);
+    assert_contains(&all, &seen);
+    if end.get("error").is_none() {
+        assert_eq!(seen, all);
+    }
+    assert!(matches!(
+        status_of(all.last().expect("events")),
+        Some("completed" | "failed")
+    ));
+}
+
+/// Waits for `serve` to exit and returns its stderr.
+fn refused_start(args: &[&str]) -> String {
+    let mut s = Server::spawn(args);
+    let status = s.wait_exit();
+    assert!(!status.success(), "serve {args:?} should fail");
+    s.wait_stderr("cannot open the store")
+}
+
+#[test]
+fn bad_urls_a_database_down_a_newer_schema_and_a_user_without_rights_are_named() {
+    if !cluster::enabled() {
+        return;
+    }
+    let pg = Cluster::start();
+    // Not a URL the client library reads.
+    let err = refused_start(&["--store", "postgres://u@127.0.0.1:notaport/db"]);
+    assert!(err.contains("not a PostgreSQL URL"), "{err}");
+    // No such database.
+    let err = refused_start(&["--store", &format!("{}/nosuchdb", pg.base)]);
+    assert!(
+        err.contains("cannot connect") && err.contains("nosuchdb"),
+        "{err}"
+    );
+    // A newer schema is refused, and left as it is.
+    let url = pg.db("newer");
+    {
+        let mut first = replica(&url, &[]);
+        first.ok("ping", json!({}));
+    }
+    pg.psql("newer", "UPDATE taskstream_schema SET version = 99");
+    let err = refused_start(&["--store", &url]);
+    assert!(err.contains("version 99, newer"), "{err}");
+    assert_eq!(
+        pg.psql("newer", "SELECT version FROM taskstream_schema")
+            .trim(),
+        "99"
+    );
+    // A user that may not create the tables.
+    pg.db("locked");
+    pg.psql("postgres", "CREATE ROLE reader LOGIN");
+    pg.psql("locked", "REVOKE CREATE ON SCHEMA public FROM PUBLIC");
+    let base = pg.base.replace("taskstream@", "reader@");
+    let err = refused_start(&["--store", &format!("{base}/locked")]);
+    assert!(err.contains("lacks the rights"), "{err}");
+    // The database down at start.
+    let url = pg.db("down");
+    pg.kill();
+    let err = refused_start(&["--store", &url]);
+    assert!(
+        err.contains("cannot connect to the database at 127.0.0.1:"),
+        "{err}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_http_stream_on_one_replica_follows_a_task_running_on_another() {
+    if !cluster::enabled() {
+        return;
+    }
+    let pg = Cluster::start();
+    let url = pg.db("http");
+    let store = ["--store", url.as_str(), "--lease-timeout", "2"];
+    let a = http_client::Server::start_on(&store, &[]);
+    let b = http_client::Server::start_on(&store, &[]);
+    // Created through A (a legacy session), streamed as SSE from B while it runs: B's waiting
+    // stream is woken by the database's notification, not by any task thread of B's.
+    let on_a = http_client::Session::open(&a.url, None).await;
+    let task = on_a.emit(30, 20).await;
+    let on_b = http_client::Session::open(&b.url, None).await;
+    let opened = Instant::now();
+    let mut sse = on_b.stream(7, &task, None).await;
+    assert_eq!(sse.status, 200);
+    let (seqs, end) = sse.rest().await;
+    // The task takes about 0.6 s; a stream that only looked again at its keep-alive (10 s)
+    // would take longer than this.
+    assert!(
+        opened.elapsed() < Duration::from_secs(5),
+        "the stream followed the task live ({:?})",
+        opened.elapsed()
+    );
+    assert_eq!(end, json!({"jsonrpc": "2.0", "id": 7, "result": {}}));
+    let want: Vec<u64> = (0..=31).collect();
+    assert_eq!(seqs, want, "every event, gap-free, to the terminal one");
+    assert_eq!(on_b.status(&task).await, "completed");
+}

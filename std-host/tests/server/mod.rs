@@ -1,0 +1,14 @@
+//! Black-box tests of `taskstream serve`: the real binary over pipes. One test binary with
+//! modules; every wait is for a specific line with a deadline. Requirement IDs are those of
+//! `docs/specification/requirements.md`.
+
+pub(crate) use crate::common::client;
+mod crash;
+mod faults;
+mod lifecycle;
+mod recovery;
+use crate::common::rng;
+mod scale;
+mod stream;
+mod tasks;
+mod tools;
