@@ -42,6 +42,7 @@ pub fn open(dir: Option<&Path>, durability: Durability, retention: RetentionPoli
             durability,
             retention,
             max_store_bytes: taskstream_store::DEFAULT_MAX_STORE_BYTES,
+            index_cache_bytes: taskstream_store::DEFAULT_INDEX_CACHE_BYTES,
         },
         now(),
     )

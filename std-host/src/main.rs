@@ -155,6 +155,7 @@ fn store_config(config: &ServeConfig) -> StoreConfig {
         durability: config.durability,
         retention: config.retention,
         max_store_bytes: config.max_store_bytes,
+        index_cache_bytes: config.index_cache_bytes,
     }
 }
 

@@ -1,10 +1,10 @@
 //! The scale run of `serve --http` (one long-lived server, many connections): one
 //! server process with `TASKS` live tasks and `STREAMS` concurrent SSE streams on them; prints
-//! the server's resident memory and thread count before, with the tasks, and at the peak with
-//! the streams, the time to create the tasks, and whether every stream was gap-free.
+//! the server's resident memory and thread count before, with the tasks, at the peak with
+//! the streams and once every task has finished with its events retained, the time to create the tasks, and whether every stream was gap-free.
 //!
 //! `http_scale [--tasks N] [--streams M] [--events E] [--interval-ms MS] [--bin PATH]
-//! [--data-dir DIR]` (defaults 10000, 1000, 20, 500, the release binary next to this one, in
+//! [--data-dir DIR [--index-cache-mib MIB]]` (defaults 10000, 1000, 20, 500, the release binary next to this one, in
 //! memory; with `--data-dir`, the server keeps its store in `DIR` at `--durability group`). It also prints the
 //! fan-out rate: the frames every stream received, together, per second from the first stream
 //! opened to the last one done; `--tasks 1 --events 2000 --interval-ms 1` measures it for
@@ -108,6 +108,7 @@ async fn main() {
         .and_then(|p| p.parent().map(|d| d.join("taskstream")))
         .unwrap_or_default();
     let mut data_dir: Option<String> = None;
+    let mut index_cache_mib: Option<String> = None;
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
         match a.as_str() {
@@ -127,6 +128,7 @@ async fn main() {
             "--events" => events = args.next().and_then(|v| v.parse().ok()).unwrap_or(events),
             "--bin" => bin = args.next().map(Into::into).unwrap_or(bin),
             "--data-dir" => data_dir = args.next(),
+            "--index-cache-mib" => index_cache_mib = args.next(),
             other => {
                 eprintln!("http_scale: unknown argument {other:?}");
                 std::process::exit(2);
@@ -134,9 +136,17 @@ async fn main() {
         }
     }
     let cap = (tasks_n + 16).to_string();
-    let store: Vec<&str> = match &data_dir {
-        Some(dir) => vec!["--data-dir", dir, "--durability", "group"],
-        None => vec!["--in-memory", "--durability", "none"],
+    let store: Vec<&str> = match (&data_dir, &index_cache_mib) {
+        (Some(dir), Some(mib)) => vec![
+            "--data-dir",
+            dir,
+            "--durability",
+            "group",
+            "--index-cache-mib",
+            mib,
+        ],
+        (Some(dir), None) => vec!["--data-dir", dir, "--durability", "group"],
+        (None, _) => vec!["--in-memory", "--durability", "none"],
     };
     let mut child = Command::new(&bin)
         .arg("serve")
@@ -264,6 +274,11 @@ async fn main() {
     let streams_s = streams_started.elapsed().as_secs_f64();
     sampler.abort();
     let peak_rss = peak.load(Ordering::Relaxed).max(tasks_rss);
+    // Every task done (a stream ends with its task; the others are asked), so that what is
+    // read next is the memory of finished tasks with all their events retained.
+    let finished = all_finished(&c, &url, &ids, Duration::from_secs(120)).await;
+    let retained_rss = status_field(pid, "VmRSS:");
+    let retained_threads = status_field(pid, "Threads:");
     let _ = child.kill();
     let _ = child.wait();
     println!("http_scale: {tasks_n} live tasks (emit {events} events, {interval_ms} ms apart), {streams_n} concurrent SSE streams");
@@ -277,13 +292,51 @@ async fn main() {
         mib(peak_rss),
         peak_threads.load(Ordering::Relaxed)
     );
+    println!(
+        "  tasks finished, {events} events each retained: RSS {:>7.1} MiB, {retained_threads} threads ({finished}/{tasks_n} finished)",
+        mib(retained_rss)
+    );
     println!("  streams gap-free, answered: {gap_free}/{streams_n} (all done in {streams_s:.2} s)");
     println!(
         "  fan-out: {frames} event frames to {streams_n} streams in {streams_s:.2} s: {:.0} frames/s",
         frames as f64 / streams_s.max(1e-9)
     );
-    if gap_free != streams_n {
+    if gap_free != streams_n || finished != tasks_n {
         std::process::exit(1);
+    }
+}
+
+/// Asks `tasks/get` of every task until all are terminal or `limit` has passed; returns how
+/// many are.
+async fn all_finished(c: &reqwest::Client, url: &str, ids: &[String], limit: Duration) -> u64 {
+    let deadline = Instant::now() + limit;
+    let mut left: Vec<&String> = ids.iter().collect();
+    loop {
+        let mut still = Vec::new();
+        for (k, id) in left.into_iter().enumerate() {
+            let r = request(
+                c,
+                url,
+                2_000_000 + k as u64,
+                "tasks/get",
+                json!({"taskId": id}),
+            )
+            .send()
+            .await;
+            let v: Value = match r {
+                Ok(r) => r.json().await.unwrap_or(Value::Null),
+                Err(_) => Value::Null,
+            };
+            let status = v["result"]["status"].as_str().unwrap_or("");
+            if !matches!(status, "completed" | "failed" | "cancelled") {
+                still.push(id);
+            }
+        }
+        if still.is_empty() || Instant::now() >= deadline {
+            return (ids.len() - still.len()) as u64;
+        }
+        left = still;
+        tokio::time::sleep(Duration::from_millis(200)).await;
     }
 }
 

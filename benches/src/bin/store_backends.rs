@@ -24,7 +24,7 @@ use std::time::{Duration, Instant};
 use taskstream_core::{Millis, RetentionPolicy, Seq};
 use taskstream_store::{
     Durability, PgConfig, PgStore, RawEvent, Store, StoreConfig, TaskRecord, TaskStatus, TaskStore,
-    DEFAULT_MAX_STORE_BYTES,
+    DEFAULT_INDEX_CACHE_BYTES, DEFAULT_MAX_STORE_BYTES,
 };
 
 const PAYLOAD_BYTES: usize = 300;
@@ -301,6 +301,7 @@ fn main() {
             durability: Durability::Group,
             retention: retention(),
             max_store_bytes: DEFAULT_MAX_STORE_BYTES,
+            index_cache_bytes: DEFAULT_INDEX_CACHE_BYTES,
         },
         taskstream_store::clock::now(),
     ) {

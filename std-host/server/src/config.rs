@@ -11,7 +11,7 @@ use clap::builder::{PossibleValuesParser, TypedValueParser};
 use clap::{Args, CommandFactory, FromArgMatches};
 use taskstream_core::{Millis, RetentionPolicy};
 
-use crate::store::{Durability, DEFAULT_MAX_STORE_BYTES};
+use crate::store::{Durability, DEFAULT_INDEX_CACHE_BYTES, DEFAULT_MAX_STORE_BYTES};
 
 /// The most active `tasks/stream` requests one connection may hold, whatever `--max-streams`
 /// says (the capacity of the server's stream table).
@@ -80,6 +80,11 @@ pub struct ServeArgs {
     #[arg(long, value_name = "N", default_value_t = DEFAULT_MAX_STORE_BYTES,
           value_parser = clap::value_parser!(u64).range(1..))]
     pub max_store_bytes: u64,
+    /// Memory for the data dir's index page cache, in MiB: more makes replays of long logs
+    /// faster, less keeps the server smaller
+    #[arg(long, value_name = "MIB", default_value_t = DEFAULT_INDEX_CACHE_BYTES >> 20,
+          value_parser = clap::value_parser!(u64).range(1..=1 << 20))]
+    pub index_cache_mib: u64,
     /// Largest incoming JSON-RPC line, in bytes
     #[arg(long, value_name = "N", default_value_t = DEFAULT_MAX_MESSAGE_BYTES as u64,
           value_parser = clap::value_parser!(u64).range(64..=1 << 30))]
@@ -177,6 +182,8 @@ pub struct ServeConfig {
     /// The bytes of retained events (types plus payloads) across all tasks, beyond which new
     /// events and tasks are refused (`--max-store-bytes`).
     pub max_store_bytes: u64,
+    /// The bound of the data dir's index page cache, in bytes (`--index-cache-mib`).
+    pub index_cache_bytes: u64,
     /// The longest incoming line accepted, in bytes (`--max-message-bytes`).
     pub max_message_bytes: usize,
     /// Active `tasks/stream` requests per connection (`--max-streams`), at most
@@ -241,6 +248,7 @@ impl ServeConfig {
             data_dir: None,
             retention: RetentionPolicy::DEFAULT,
             max_store_bytes: DEFAULT_MAX_STORE_BYTES,
+            index_cache_bytes: DEFAULT_INDEX_CACHE_BYTES,
             max_message_bytes: DEFAULT_MAX_MESSAGE_BYTES,
             max_streams: DEFAULT_MAX_STREAMS,
             max_running_tasks: DEFAULT_MAX_RUNNING_TASKS,
@@ -387,6 +395,7 @@ impl ServeArgs {
                 ..RetentionPolicy::DEFAULT
             },
             max_store_bytes: self.max_store_bytes,
+            index_cache_bytes: self.index_cache_mib << 20,
             max_message_bytes,
             max_streams: narrow(self.max_streams),
             max_running_tasks: narrow(self.max_running_tasks),

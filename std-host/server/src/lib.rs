@@ -56,7 +56,8 @@
 //!   store and never writes to stdout;
 //! - the **delivery** thread waits on the store's change signal and writes stream frames, status
 //!   notifications and deferred `tasks/result` answers;
-//! - the **sweep** thread applies retention once a second.
+//! - the **sweep** thread applies retention once a second and gives freed heap back to the
+//!   system when a burst left much of it (`heap`).
 //!
 //! All output goes through one `io::Output` (a lock and a buffer, flushed per batch).
 //!
@@ -96,6 +97,7 @@ mod cancel;
 mod delivery;
 mod era;
 mod guard;
+mod heap;
 mod http;
 mod input;
 mod io;
@@ -369,6 +371,7 @@ pub(crate) fn serve_process(
 ///         durability: config.durability,
 ///         retention: config.retention,
 ///         max_store_bytes: config.max_store_bytes,
+///         index_cache_bytes: config.index_cache_bytes,
 ///     },
 ///     taskstream_store::clock::now(),
 /// )?;

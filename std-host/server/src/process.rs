@@ -26,6 +26,7 @@ use tokio::sync::Notify;
 use super::cancel::CancelToken;
 use super::era::Codec;
 use super::guard::FailedLookups;
+use super::heap::HeapTrimmer;
 use super::tasks::refusal;
 use super::wire::ServerError;
 use super::ConnectionState;
@@ -209,6 +210,7 @@ impl Process {
     fn run_sweep(&self) {
         let (flag, cond) = &self.shutdown_signal;
         let mut stopped = lock(flag);
+        let mut heap = HeapTrimmer::default();
         loop {
             stopped = cond
                 .wait_timeout_while(stopped, Duration::from_secs(1), |s| !*s)
@@ -223,6 +225,13 @@ impl Process {
                 log!(Debug, "retention removed {removed} tasks");
                 // Streams of removed tasks complete; tell them.
                 self.wake_all();
+            }
+            if let Some(tick) = heap.tick().filter(|t| t.trimmed) {
+                log!(
+                    Debug,
+                    "gave freed heap back ({} bytes free in the arenas)",
+                    tick.free
+                );
             }
             stopped = lock(flag);
         }

@@ -264,6 +264,8 @@ pub(crate) struct Engine {
     pub(crate) durability: Durability,
     /// The most bytes (types plus payloads) of retained events across all tasks.
     max_store_bytes: u64,
+    /// The bound of sled's page cache, for the index and every rebuilt one.
+    index_cache_bytes: u64,
     /// What the budget counts: the bytes (types plus payloads) of every retained event and
     /// each task's record charge, plus those of appends under way (reserved before they are
     /// logged).
@@ -324,10 +326,10 @@ pub(crate) struct Engine {
 }
 
 impl Engine {
+    /// The engine of a store opened with `config`, on `index` and `wal`, with the tasks
+    /// recovery found.
     pub(crate) fn new(
-        retention: RetentionPolicy,
-        durability: Durability,
-        max_store_bytes: u64,
+        config: &crate::StoreConfig,
         index: Index,
         wal: Option<Wal>,
         on_disk: Option<(PathBuf, Generation)>,
@@ -343,9 +345,10 @@ impl Engine {
             })
             .sum();
         Engine {
-            retention,
-            durability,
-            max_store_bytes,
+            retention: config.retention,
+            durability: config.durability,
+            max_store_bytes: config.max_store_bytes,
+            index_cache_bytes: config.index_cache_bytes,
             stored_bytes: AtomicU64::new(stored),
             index: RwLock::new(Arc::new(index)),
             wal,

@@ -31,8 +31,6 @@ use super::tree::Tree;
 use super::StoreError;
 
 const CHECKPOINT_KEY: &[u8] = b"checkpoint";
-/// sled's page cache size.
-const CACHE_BYTES: u64 = 64 << 20;
 
 /// The sled database (none in memory) and its trees.
 pub(crate) struct Index {
@@ -46,9 +44,9 @@ pub(crate) struct Index {
 }
 
 impl Index {
-    /// Opens (or creates) the database in `dir`, or with `None` an empty index in process
-    /// memory (see `tree`).
-    pub(crate) fn open(dir: Option<&Path>) -> Result<Index, StoreError> {
+    /// Opens (or creates) the database in `dir` with sled's page cache bounded to
+    /// `cache_bytes`, or with `None` an empty index in process memory (see `tree`).
+    pub(crate) fn open(dir: Option<&Path>, cache_bytes: u64) -> Result<Index, StoreError> {
         let Some(dir) = dir else {
             // In-memory stores of earlier versions kept sled files in scratch directories;
             // those of processes that died without removing theirs are reaped here.
@@ -63,7 +61,7 @@ impl Index {
             });
         };
         let config = sled::Config::new()
-            .cache_capacity(CACHE_BYTES)
+            .cache_capacity(cache_bytes)
             // Checkpoints flush; sled's own timer thread would only add device flushes.
             .flush_every_ms(None)
             .path(dir);

@@ -122,10 +122,18 @@ pub struct StoreConfig {
     /// beyond it new events and new tasks are refused ([`AppendError::StoreFull`]) until
     /// retention frees some. [`DEFAULT_MAX_STORE_BYTES`] unless told otherwise.
     pub max_store_bytes: u64,
+    /// The bound of the index's page cache (sled's `cache_capacity`) on a data dir: events read
+    /// from it are served from memory up to this many bytes, the rest from the file. More makes
+    /// replays of long logs faster; less keeps the server smaller (benches/REPORT.md, run L).
+    /// [`DEFAULT_INDEX_CACHE_BYTES`] unless told otherwise; unused in memory and on PostgreSQL.
+    pub index_cache_bytes: u64,
 }
 
 /// The default of [`StoreConfig::max_store_bytes`] (`--max-store-bytes`): 1 GiB.
 pub const DEFAULT_MAX_STORE_BYTES: u64 = 1 << 30;
+
+/// The default of [`StoreConfig::index_cache_bytes`] (`--index-cache-mib`): 64 MiB.
+pub const DEFAULT_INDEX_CACHE_BYTES: u64 = 64 << 20;
 
 /// What the budget counts for each task besides its events and its stored record: about what
 /// its bookkeeping (the task table's entry, its record in memory, its locks) costs, measured,

@@ -64,7 +64,7 @@ pub(crate) fn open(config: StoreConfig, now: Millis, mode: Mode) -> Result<Store
     let mut report = RecoveryReport::default();
     let (index, wal, on_disk, lock, recovered, expected) = match &config.data_dir {
         None => (
-            Index::open(None)?,
+            Index::open(None, config.index_cache_bytes)?,
             None,
             None,
             None,
@@ -97,7 +97,7 @@ pub(crate) fn open(config: StoreConfig, now: Millis, mode: Mode) -> Result<Store
                 }
                 Err(e) => return Err(e),
             };
-            let index = match open_index(&generation.dir) {
+            let index = match open_index(&generation.dir, config.index_cache_bytes) {
                 Ok(index) => index,
                 // An I/O error (a full disk, a failing device) is not damage.
                 Err(
@@ -114,7 +114,7 @@ pub(crate) fn open(config: StoreConfig, now: Millis, mode: Mode) -> Result<Store
                          built from the log",
                         aside.display()
                     ));
-                    open_index(&generation.dir)?
+                    open_index(&generation.dir, config.index_cache_bytes)?
                 }
                 Err(e) => {
                     return Err(StoreError::damaged(
@@ -288,15 +288,7 @@ pub(crate) fn open(config: StoreConfig, now: Millis, mode: Mode) -> Result<Store
             }
         }
     }
-    let engine = Arc::new(Engine::new(
-        config.retention,
-        config.durability,
-        config.max_store_bytes,
-        index,
-        wal,
-        on_disk,
-        tasks,
-    ));
+    let engine = Arc::new(Engine::new(&config, index, wal, on_disk, tasks));
     engine.enforce_count_limits()?;
     let message = if repair && !report.repairs.is_empty() {
         REPAIR_FAILURE_MESSAGE
@@ -379,9 +371,9 @@ pub(crate) fn open(config: StoreConfig, now: Millis, mode: Mode) -> Result<Store
 }
 
 /// Opens the index in `dir`, creating the directory if needed.
-fn open_index(dir: &Path) -> Result<Index, StoreError> {
+fn open_index(dir: &Path, cache_bytes: u64) -> Result<Index, StoreError> {
     fsutil::create_private_dir(dir).map_err(StoreError::io("creating", dir))?;
-    Index::open(Some(dir))
+    Index::open(Some(dir), cache_bytes)
 }
 
 /// Moves a damaged index directory out of the way (to `damaged-index.<n>` in the data dir,
@@ -502,7 +494,7 @@ fn load_tasks(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{DEFAULT_MAX_STORE_BYTES, STATUS_EVENT_TYPE};
+    use crate::{DEFAULT_INDEX_CACHE_BYTES, DEFAULT_MAX_STORE_BYTES, STATUS_EVENT_TYPE};
     use taskstream_core::RetentionPolicy;
 
     fn config(dir: &Path) -> StoreConfig {
@@ -511,6 +503,7 @@ mod tests {
             durability: Durability::Group,
             retention: RetentionPolicy::DEFAULT,
             max_store_bytes: DEFAULT_MAX_STORE_BYTES,
+            index_cache_bytes: DEFAULT_INDEX_CACHE_BYTES,
         }
     }
 
@@ -552,7 +545,11 @@ mod tests {
         }
         // Events 5 and 6 go missing from the index, its bounds and the checkpoint intact.
         {
-            let index = Index::open(Some(&dir.path().join("index"))).unwrap();
+            let index = Index::open(
+                Some(&dir.path().join("index")),
+                crate::DEFAULT_INDEX_CACHE_BYTES,
+            )
+            .unwrap();
             for seq in [5, 6] {
                 index
                     .events

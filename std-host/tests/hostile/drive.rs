@@ -89,6 +89,7 @@ pub(crate) fn run(input: &[u8]) -> Result<Report, String> {
             durability: config.durability,
             retention: config.retention,
             max_store_bytes: config.max_store_bytes,
+            index_cache_bytes: config.index_cache_bytes,
         },
         taskstream_server::clock::now(),
     )

@@ -73,6 +73,7 @@ fn close_stops_running_tasks_and_releases_the_store() {
                 durability: config.durability,
                 retention: config.retention,
                 max_store_bytes: config.max_store_bytes,
+                index_cache_bytes: config.index_cache_bytes,
             },
             taskstream_server::clock::now(),
         )

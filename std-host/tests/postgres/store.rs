@@ -8,7 +8,7 @@ use std::time::Duration;
 use taskstream_core::{Millis, RetentionPolicy, Seq};
 use taskstream_store::{
     AppendError, Durability, PgConfig, PgStore, RawEvent, Store, StoreConfig, StoreError,
-    TaskRecord, TaskStatus, TaskStore, DEFAULT_MAX_STORE_BYTES,
+    TaskRecord, TaskStatus, TaskStore, DEFAULT_INDEX_CACHE_BYTES, DEFAULT_MAX_STORE_BYTES,
 };
 
 use super::cluster::{self, Cluster};
@@ -186,6 +186,7 @@ fn the_storage_interface_holds_on_a_data_dir_and_on_postgresql() {
             durability: Durability::Group,
             retention: retention(),
             max_store_bytes: DEFAULT_MAX_STORE_BYTES,
+            index_cache_bytes: DEFAULT_INDEX_CACHE_BYTES,
         },
         NOW,
     )

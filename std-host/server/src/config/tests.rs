@@ -37,6 +37,7 @@ fn defaults_follow_the_interface() {
     assert_eq!(c.retention, RetentionPolicy::DEFAULT);
     assert_eq!(c.max_message_bytes, 1_048_576);
     assert_eq!(c.max_store_bytes, 1 << 30);
+    assert_eq!(c.index_cache_bytes, 64 << 20);
     assert_eq!(c.max_streams, 16);
     assert_eq!(c.max_running_tasks, 1024);
     assert_eq!(c.max_total_running_tasks, MAX_RUNNING_TASKS_CAPACITY);
@@ -128,6 +129,8 @@ fn every_flag_is_read() {
             "--max-payload-bytes",
             "100",
             "--max-store-bytes=5000",
+            "--index-cache-mib",
+            "8",
             "--max-message-bytes",
             "4096",
             "--max-streams",
@@ -149,6 +152,7 @@ fn every_flag_is_read() {
     assert_eq!(c.retention.terminal_retention, Millis(0));
     assert_eq!(c.retention.max_payload_bytes, 100);
     assert_eq!(c.max_store_bytes, 5000);
+    assert_eq!(c.index_cache_bytes, 8 << 20);
     assert_eq!(c.max_message_bytes, 4096);
     assert_eq!(c.max_streams, 1000);
     assert_eq!(c.max_running_tasks, 7);
@@ -241,6 +245,7 @@ fn bad_input_is_an_error_that_says_what_is_allowed() {
         (&["--max-streams", "99999"], "1..=2048"),
         (&["--max-running-tasks", "0"], "1..=16384"),
         (&["--max-store-bytes", "0"], "1.."),
+        (&["--index-cache-mib", "0"], "1.."),
         (&["--max-failed-lookups-per-minute", "0"], "1..=1000000"),
         (&["--max-message-bytes", "63"], "64..=1073741824"),
     ] {

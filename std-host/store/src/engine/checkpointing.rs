@@ -178,7 +178,7 @@ impl Engine {
         if sync {
             crate::fsutil::sync_dir(data_dir).map_err(StoreError::io("fsync of", data_dir))?;
         }
-        let new = Arc::new(Index::open(Some(&next.dir))?);
+        let new = Arc::new(Index::open(Some(&next.dir), self.index_cache_bytes)?);
         let old = self.index();
         let copied = new.copy_from(&old)?;
         let (end, replayed, blocked, table) = {

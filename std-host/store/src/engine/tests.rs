@@ -15,7 +15,7 @@ use taskstream_core::{Millis, RetentionPolicy, Seq};
 
 use crate::{
     lock, lock_read, lock_write, Durability, Store, StoreConfig, StoredEvent, TaskRecord,
-    TaskStatus, TaskView, DEFAULT_MAX_STORE_BYTES, STATUS_EVENT_TYPE,
+    TaskStatus, TaskView, DEFAULT_INDEX_CACHE_BYTES, DEFAULT_MAX_STORE_BYTES, STATUS_EVENT_TYPE,
 };
 
 const TICK: &str = "dev.taskstream.tick";
@@ -47,6 +47,7 @@ fn open(dir: &Path, flusher: bool, applier: bool, durability: Durability) -> Sto
                 ..RetentionPolicy::DEFAULT
             },
             max_store_bytes: DEFAULT_MAX_STORE_BYTES,
+            index_cache_bytes: DEFAULT_INDEX_CACHE_BYTES,
         },
         Millis(1),
     )
@@ -353,6 +354,7 @@ fn in_memory_every_mode_appends_and_emits_are_visible_at_once() {
                 durability,
                 retention: RetentionPolicy::DEFAULT,
                 max_store_bytes: DEFAULT_MAX_STORE_BYTES,
+                index_cache_bytes: DEFAULT_INDEX_CACHE_BYTES,
             },
             Millis(1),
         )
@@ -379,6 +381,7 @@ fn unapplied_events_are_read_past_the_cache_and_their_set_is_bounded() {
                 ..RetentionPolicy::DEFAULT
             },
             max_store_bytes: DEFAULT_MAX_STORE_BYTES,
+            index_cache_bytes: DEFAULT_INDEX_CACHE_BYTES,
         },
         Millis(1),
     )

@@ -67,6 +67,7 @@ fn open(dir: &Path, mode: Durability) -> Store {
             durability: mode,
             retention: RetentionPolicy::DEFAULT,
             max_store_bytes: taskstream_store::DEFAULT_MAX_STORE_BYTES,
+            index_cache_bytes: taskstream_store::DEFAULT_INDEX_CACHE_BYTES,
         },
         NOW,
     )

@@ -25,6 +25,7 @@ fn config(dir: Option<&Path>, durability: Durability, retention: RetentionPolicy
         durability,
         retention,
         max_store_bytes: taskstream_store::DEFAULT_MAX_STORE_BYTES,
+        index_cache_bytes: taskstream_store::DEFAULT_INDEX_CACHE_BYTES,
     }
 }
 
