@@ -52,8 +52,10 @@
 //! - the **reader** (the caller of [`serve`]) reads stdin line by line, classifies each line with
 //!   the core's parser, and answers every request that can be answered at once; it never waits
 //!   for a task;
-//! - one thread per **task** (and per plain tool call) runs the workload, which appends to the
-//!   store and never writes to stdout;
+//! - a task of a blocking tool ([`tool::Tool::new`]) runs on a thread of its own, a task of a
+//!   stepped tool ([`tool::Tool::stepped`]) on the process's few step workers
+//!   (`process/steps.rs`), which hold no thread while it waits; either appends to the store and
+//!   never writes to stdout;
 //! - the **delivery** thread waits on the store's change signal and writes stream frames, status
 //!   notifications and deferred `tasks/result` answers;
 //! - the **sweep** thread applies retention once a second and gives freed heap back to the
