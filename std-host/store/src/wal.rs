@@ -29,7 +29,7 @@ use std::fs::{self, File};
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Condvar, Mutex};
+use std::sync::{Condvar, Mutex, MutexGuard};
 
 use taskstream_core::record::{self, Record, RecordError};
 
@@ -217,24 +217,8 @@ impl Wal {
             q.flushing = true;
             let mut rounds = 0;
             let outcome = loop {
-                let spare = std::mem::take(&mut q.spare);
-                let mut batch = std::mem::replace(&mut q.pending, spare);
-                let end = q.submitted;
-                let number = q.batch;
-                q.batch += 1;
-                drop(q);
-                let result = {
-                    let mut seg = lock(&self.segment);
-                    self.write(&mut seg, &batch)
-                        .and_then(|()| self.sync(&mut seg))
-                };
-                batch.clear();
-                q = lock(&self.queue);
-                q.spare = batch;
-                match result {
-                    Ok(()) => q.durable = end,
-                    Err(_) => q.failed = true,
-                }
+                let (relocked, number, result) = self.flush_pending(q);
+                q = relocked;
                 self.flushed[parity(number)].notify_all();
                 rounds += 1;
                 if result.is_err() || q.pending.is_empty() || rounds >= MAX_LEAD_ROUNDS {
@@ -281,24 +265,8 @@ impl Wal {
                 continue;
             }
             q.flushing = true;
-            let spare = std::mem::take(&mut q.spare);
-            let mut batch = std::mem::replace(&mut q.pending, spare);
-            let end = q.submitted;
-            let number = q.batch;
-            q.batch += 1;
-            drop(q);
-            let result = {
-                let mut seg = lock(&self.segment);
-                self.write(&mut seg, &batch)
-                    .and_then(|()| self.sync(&mut seg))
-            };
-            batch.clear();
-            q = lock(&self.queue);
-            q.spare = batch;
-            match result {
-                Ok(()) => q.durable = end,
-                Err(_) => q.failed = true,
-            }
+            let (relocked, number, result) = self.flush_pending(q);
+            q = relocked;
             q.flushing = false;
             self.flushed[parity(number)].notify_all();
             // Waiters of the batch that accumulated meanwhile must look again (one of them
@@ -306,6 +274,36 @@ impl Wal {
             self.flushed[parity(q.batch)].notify_all();
             result?;
         }
+    }
+
+    /// One group-commit flush, led by the caller (who set `flushing`): takes every pending
+    /// byte (the spare buffer takes its place), writes and syncs it without holding the queue,
+    /// then records the outcome (`durable` moved up to the batch's end, or `failed`). Returns
+    /// the queue locked again, the batch's number (whose waiters the caller wakes) and the
+    /// outcome.
+    fn flush_pending<'a>(
+        &'a self,
+        mut q: MutexGuard<'a, Queue>,
+    ) -> (MutexGuard<'a, Queue>, u64, Result<(), WalError>) {
+        let spare = std::mem::take(&mut q.spare);
+        let mut batch = std::mem::replace(&mut q.pending, spare);
+        let end = q.submitted;
+        let number = q.batch;
+        q.batch += 1;
+        drop(q);
+        let result = {
+            let mut seg = lock(&self.segment);
+            self.write(&mut seg, &batch)
+                .and_then(|()| self.sync(&mut seg))
+        };
+        batch.clear();
+        let mut q = lock(&self.queue);
+        q.spare = batch;
+        match result {
+            Ok(()) => q.durable = end,
+            Err(_) => q.failed = true,
+        }
+        (q, number, result)
     }
 
     fn write(&self, seg: &mut Segment, bytes: &[u8]) -> Result<(), WalError> {
