@@ -14,6 +14,7 @@
 //! before its final result is written (a client that reopens on reading it is never refused).
 
 use std::collections::VecDeque;
+use std::sync::MutexGuard;
 
 use taskstream_core::rpc;
 use taskstream_core::streams::{Missed, OpenError, Opened, Progress, Pump};
@@ -113,12 +114,15 @@ impl ConnectionState {
         })
     }
 
-    fn try_open_stream(&self, id: &RequestId, era: Era, raw: &[u8]) -> Result<(), ServerError> {
+    /// Parses a `tasks/stream` request's params, looks its task up (principal-checked) and
+    /// asks the core: admission by the connection's table, then the resume decision. The
+    /// streams lock is taken before the lookup and handed back held, so the decision and the
+    /// caller's opening see one state.
+    fn admit_stream(&self, era: Era, raw: &[u8]) -> Result<Admission<'_>, ServerError> {
         let codec = Codec::for_method(era, "tasks/stream")?;
         let params = rpc::parse_stream_params(raw).map_err(|e| ServerError::Core(e.into()))?;
         let task_id = params.task_id.as_str();
-        let mut streams = self.streams();
-        // Looked up under the streams lock, so the decision and the opening see one state.
+        let streams = self.streams();
         let (key, view) = self
             .visible_task(task_id)
             .ok_or(ServerError::UNKNOWN_TASK)?;
@@ -129,10 +133,25 @@ impl ConnectionState {
             Codec::Legacy => rpc::Era::Legacy,
             Codec::Modern => rpc::Era::Modern,
         };
-        let meta = StreamMeta {
-            era,
-            task_id: task_id.to_owned(),
-        };
+        Ok(Admission {
+            streams,
+            key,
+            start,
+            meta: StreamMeta {
+                era,
+                task_id: task_id.to_owned(),
+            },
+        })
+    }
+
+    fn try_open_stream(&self, id: &RequestId, era: Era, raw: &[u8]) -> Result<(), ServerError> {
+        let Admission {
+            mut streams,
+            key,
+            start,
+            meta,
+        } = self.admit_stream(era, raw)?;
+        let era = meta.era;
         match streams
             .table
             .open_with(id.clone(), key, start, meta)
@@ -150,6 +169,18 @@ impl ConnectionState {
         }
         Ok(())
     }
+}
+
+/// A `tasks/stream` request the connection admitted and the core decided, with the
+/// connection's streams still locked.
+struct Admission<'a> {
+    streams: MutexGuard<'a, Streams>,
+    /// The task, as the table keys it.
+    key: u128,
+    /// Where the stream starts ([`resume::decide`]).
+    start: resume::Resume,
+    /// Its era and task id, as sent.
+    meta: StreamMeta,
 }
 
 /// One `tasks/stream` delivered outside the connection's delivery thread (an HTTP response):
@@ -279,31 +310,21 @@ impl ConnectionState {
                     "an active request already uses this id",
                 ));
             }
-            let codec = Codec::for_method(era, "tasks/stream")?;
-            let params = rpc::parse_stream_params(raw).map_err(|e| ServerError::Core(e.into()))?;
-            let task_id = params.task_id.as_str();
-            let mut streams = self.streams();
-            let (key, view) = self
-                .visible_task(task_id)
-                .ok_or(ServerError::UNKNOWN_TASK)?;
-            streams.table.check_open(key).map_err(open_error)?;
-            let start = resume::decide(params.after, view.retained, lifecycle(&view))
-                .map_err(|e| ServerError::from_resume(e, task_id))?;
-            let era = match codec {
-                Codec::Legacy => rpc::Era::Legacy,
-                Codec::Modern => rpc::Era::Modern,
-            };
+            let Admission {
+                mut streams,
+                key,
+                start,
+                meta,
+            } = self.admit_stream(era, raw)?;
+            let era = meta.era;
             let mut table = StreamTable::new(1);
             match table.open(id.clone(), key, start).map_err(open_error)? {
                 Opened::Complete => Ok(DetachedStart::Complete(wire::stream_result_line(id, era))),
                 Opened::Streaming => {
+                    let task_id = meta.task_id.clone();
                     if held {
                         // Held in the connection's table for admission only: no delivery
                         // thread pumps it (an HTTP session has none); the detached stream does.
-                        let meta = StreamMeta {
-                            era,
-                            task_id: task_id.to_owned(),
-                        };
                         streams
                             .table
                             .open_with(id.clone(), key, start, meta)
@@ -312,7 +333,7 @@ impl ConnectionState {
                     Ok(DetachedStart::Streaming(Box::new(Detached {
                         table,
                         key,
-                        task_id: task_id.to_owned(),
+                        task_id,
                         id: id.clone(),
                         era,
                     })))
