@@ -507,4 +507,4 @@ mod checkpointing;
 mod read;
 mod retention;
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

@@ -494,6 +494,7 @@ fn load_tasks(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::engine::tests::record;
     use crate::{DEFAULT_INDEX_CACHE_BYTES, DEFAULT_MAX_STORE_BYTES, STATUS_EVENT_TYPE};
     use taskstream_core::RetentionPolicy;
 
@@ -504,22 +505,6 @@ mod tests {
             retention: RetentionPolicy::DEFAULT,
             max_store_bytes: DEFAULT_MAX_STORE_BYTES,
             index_cache_bytes: DEFAULT_INDEX_CACHE_BYTES,
-        }
-    }
-
-    fn record(id: &str) -> TaskRecord {
-        TaskRecord {
-            task_id: id.to_owned(),
-            principal: "local".to_owned(),
-            tool: "emit".to_owned(),
-            status: TaskStatus::Working,
-            status_message: None,
-            created_at: Millis(1),
-            last_updated_at: Millis(1),
-            ttl_ms: None,
-            poll_interval_ms: 100,
-            result: None,
-            error: None,
         }
     }
 

@@ -94,7 +94,8 @@ fn check_index(store: &Store, id: &str, seed: u64, step: u32) {
     assert_eq!(indexed, want, "seed {seed} step {step}: {id} in the index");
 }
 
-fn record(id: &str) -> TaskRecord {
+/// A working `emit` task of principal `local`, created at 1 ms (the store's unit tests share it).
+pub(crate) fn record(id: &str) -> TaskRecord {
     TaskRecord {
         task_id: id.to_owned(),
         principal: "local".to_owned(),
