@@ -90,6 +90,8 @@ pub(crate) struct Pending {
     floor: Option<Seq>,
     /// The encoded records: the event's, then the truncation's.
     buf: Vec<u8>,
+    /// Where `buf` is in the log (set when it is logged; 0 in memory).
+    lsn: u64,
     event_len: usize,
     new_record: Option<TaskRecord>,
     new_record_bytes: Option<u64>,
@@ -137,10 +139,18 @@ impl Pending {
         Ok(self)
     }
 
-    /// Its records with their encodings, in log order.
-    fn records(&self) -> impl Iterator<Item = (Record<'_>, &[u8])> {
-        std::iter::once((self.record(), &self.buf[..self.event_len]))
-            .chain(self.truncate().map(|t| (t, &self.buf[self.event_len..])))
+    /// Its records with their encodings and LSNs, in log order.
+    fn records(&self) -> impl Iterator<Item = (Record<'_>, &[u8], u64)> {
+        self.records_at(self.lsn)
+    }
+
+    /// The same, logged at `lsn`.
+    fn records_at(&self, lsn: u64) -> impl Iterator<Item = (Record<'_>, &[u8], u64)> {
+        let after = lsn + self.event_len as u64;
+        std::iter::once((self.record(), &self.buf[..self.event_len], lsn)).chain(
+            self.truncate()
+                .map(|t| (t, &self.buf[self.event_len..], after)),
+        )
     }
 }
 

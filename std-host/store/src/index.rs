@@ -2,10 +2,15 @@
 //! memory (`--in-memory`) the same trees are ordered maps in process memory (`tree`), and
 //! nothing is written anywhere.
 //!
+//! A data dir's events are not in sled: they stay in the write-ahead log, and an
+//! [`EventTable`] in memory says where each is (`store/src/events.rs`). In memory the events are
+//! a tree like the others.
+//!
 //! Trees:
-//! - `events`: `[task id length: u8][task id][seq: u64 big endian]` → the event's core record
-//!   (`Record::Event`, framed and checksummed), so one task's events are contiguous and in seq
-//!   order.
+//! - `events` (in memory; in a data dir only in versions before events stayed in the log, and
+//!   moved to the log at open: [`Index::legacy_events`]): `[task id length: u8][task id][seq:
+//!   u64 big endian]` → the event's core record (`Record::Event`, framed and checksummed), so
+//!   one task's events are contiguous and in seq order.
 //! - `tasks`: task id → the host's `TaskRecord` as JSON.
 //! - `floors`: task id → the earliest seq retention keeps (u64 big endian); absent means 0.
 //! - `meta`: `checkpoint` → the WAL LSN from which recovery replays (u64 big endian);
@@ -20,22 +25,32 @@
 
 use std::fs::File;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use taskstream_core::record::{self, EventRecord, Record};
 use taskstream_core::Seq;
 
 use std::ops::Bound;
 
+use super::events::{EventTable, Loc};
 use super::fsutil;
 use super::tree::Tree;
 use super::StoreError;
 
 const CHECKPOINT_KEY: &[u8] = b"checkpoint";
 
+/// Where the events are: a tree (in memory), or the log, by an [`EventTable`] (a data dir).
+pub(crate) enum Events {
+    Tree(Tree),
+    Log(Arc<EventTable>),
+}
+
 /// The sled database (none in memory) and its trees.
 pub(crate) struct Index {
     db: Option<sled::Db>,
-    pub(crate) events: Tree,
+    pub(crate) events: Events,
+    /// A data dir's `events` tree, where versions before events stayed in the log kept them.
+    legacy_events: Option<Tree>,
     tasks: Tree,
     floors: Tree,
     meta: Tree,
@@ -46,14 +61,20 @@ pub(crate) struct Index {
 impl Index {
     /// Opens (or creates) the database in `dir` with sled's page cache bounded to
     /// `cache_bytes`, or with `None` an empty index in process memory (see `tree`).
-    pub(crate) fn open(dir: Option<&Path>, cache_bytes: u64) -> Result<Index, StoreError> {
+    /// With a directory the events are those of `table` (a new one reads from no segment).
+    pub(crate) fn open(
+        dir: Option<&Path>,
+        cache_bytes: u64,
+        table: Option<Arc<EventTable>>,
+    ) -> Result<Index, StoreError> {
         let Some(dir) = dir else {
             // In-memory stores of earlier versions kept sled files in scratch directories;
             // those of processes that died without removing theirs are reaped here.
             reap_dead_scratch_dirs(&scratch_base());
             return Ok(Index {
                 db: None,
-                events: Tree::memory(),
+                events: Events::Tree(Tree::memory()),
+                legacy_events: None,
                 tasks: Tree::memory(),
                 floors: Tree::memory(),
                 meta: Tree::memory(),
@@ -74,8 +95,11 @@ impl Index {
         fsutil::restrict_tree(dir).map_err(StoreError::io("restricting", dir))?;
         let path = dir.join("db");
         let file = File::open(&path).map_err(StoreError::io("opening", &path))?;
+        let table =
+            table.unwrap_or_else(|| Arc::new(EventTable::new(super::wal::SegmentFiles::new())));
         Ok(Index {
-            events: tree("events")?,
+            events: Events::Log(table),
+            legacy_events: Some(tree("events")?),
             tasks: tree("tasks")?,
             floors: tree("floors")?,
             meta: tree("meta")?,
@@ -84,32 +108,39 @@ impl Index {
         })
     }
 
-    /// Applies one log record (a blind write; see the module docs); `raw` is its encoding.
-    pub(crate) fn apply(&self, rec: &Record<'_>, raw: &[u8]) -> Result<(), StoreError> {
-        self.apply_from(rec, raw, false)
+    /// Applies one log record (a blind write; see the module docs); `raw` is its encoding and
+    /// `lsn` where it is in the log.
+    pub(crate) fn apply(&self, rec: &Record<'_>, raw: &[u8], lsn: u64) -> Result<(), StoreError> {
+        self.apply_from(rec, raw, lsn, false)
     }
 
-    /// Applies log records in order (each with its encoding), runs of plain events as one
-    /// sled batch; the same state as [`apply`](Self::apply) of each in turn.
+    /// Applies log records in order (each with its encoding and LSN), runs of plain events in
+    /// memory as one batch; the same state as [`apply`](Self::apply) of each in turn.
     pub(crate) fn apply_all<'r>(
         &self,
-        records: impl IntoIterator<Item = (Record<'r>, &'r [u8])>,
+        records: impl IntoIterator<Item = (Record<'r>, &'r [u8], u64)>,
     ) -> Result<(), StoreError> {
+        let Events::Tree(events) = &self.events else {
+            for (rec, raw, lsn) in records {
+                self.apply(&rec, raw, lsn)?;
+            }
+            return Ok(());
+        };
         let mut run: Vec<(sled::IVec, sled::IVec)> = Vec::new();
-        for (rec, raw) in records {
+        for (rec, raw, lsn) in records {
             if let Record::Event(event) = &rec {
                 run.push((event_key(event.task_id, event.seq).into(), raw.into()));
                 continue;
             }
             if !run.is_empty() {
-                self.events
+                events
                     .insert_all(std::mem::take(&mut run))
                     .map_err(|e| StoreError::index("writing events", e))?;
             }
-            self.apply(&rec, raw)?;
+            self.apply(&rec, raw, lsn)?;
         }
         if !run.is_empty() {
-            self.events
+            events
                 .insert_all(run)
                 .map_err(|e| StoreError::index("writing events", e))?;
         }
@@ -121,23 +152,69 @@ impl Index {
     /// event of the task below its new floor, not just those from the current floor on: the
     /// floor stored may be a later one than the record's, and an event the replay put back
     /// below it must still go.
-    pub(crate) fn replay(&self, rec: &Record<'_>, raw: &[u8]) -> Result<(), StoreError> {
-        self.apply_from(rec, raw, true)
+    pub(crate) fn replay(&self, rec: &Record<'_>, raw: &[u8], lsn: u64) -> Result<(), StoreError> {
+        self.apply_from(rec, raw, lsn, true)
     }
 
-    fn apply_from(&self, rec: &Record<'_>, raw: &[u8], from_zero: bool) -> Result<(), StoreError> {
+    /// Applies one log record replayed into a rebuilt index, which shares the event table
+    /// of the index it replaces (already up to date): sled's trees only.
+    pub(crate) fn replay_rebuilt(
+        &self,
+        rec: &Record<'_>,
+        raw: &[u8],
+        lsn: u64,
+    ) -> Result<(), StoreError> {
+        if matches!(self.events, Events::Tree(_)) {
+            return self.replay(rec, raw, lsn);
+        }
         match rec {
-            Record::Event(event) => {
-                self.events
-                    .insert(&event_key(event.task_id, event.seq), raw)
-                    .map_err(|e| StoreError::index("writing an event", e))?;
+            Record::Event(_) => Ok(()),
+            Record::Transition { event, state } => self
+                .tasks
+                .insert(event.task_id.as_bytes(), state)
+                .map_err(|e| StoreError::index("writing a task", e)),
+            Record::Truncate { task_id, before } => self
+                .floors
+                .insert(task_id.as_bytes(), &before.get().to_be_bytes())
+                .map_err(|e| StoreError::index("writing a floor", e)),
+            Record::Remove { task_id } => {
+                self.meta
+                    .remove(&hole_key(task_id))
+                    .map_err(|e| StoreError::index("removing a hole mark", e))?;
+                self.floors
+                    .remove(task_id.as_bytes())
+                    .map_err(|e| StoreError::index("removing a floor", e))?;
+                self.tasks
+                    .remove(task_id.as_bytes())
+                    .map_err(|e| StoreError::index("removing a task", e))?;
                 Ok(())
             }
+        }
+    }
+
+    /// Takes from a record of an archived segment (one wholly before the checkpoint, kept for
+    /// the retained events in it) only where its event is; the rest of it is in sled already
+    /// (and a later record the checkpoint covers may have changed it since).
+    pub(crate) fn replay_archived(&self, rec: &Record<'_>, raw: &[u8], lsn: u64) {
+        if let (Events::Log(table), Some(event)) = (&self.events, rec.event()) {
+            table.put(event.task_id, event.seq, loc(raw, lsn));
+        }
+    }
+
+    fn apply_from(
+        &self,
+        rec: &Record<'_>,
+        raw: &[u8],
+        lsn: u64,
+        from_zero: bool,
+    ) -> Result<(), StoreError> {
+        match rec {
+            Record::Event(event) => self.put_event(event, raw, lsn, true),
             Record::Transition { event, state } => {
                 self.tasks
                     .insert(event.task_id.as_bytes(), state)
                     .map_err(|e| StoreError::index("writing a task", e))?;
-                self.put_event(event)
+                self.put_event(event, raw, lsn, false)
             }
             Record::Truncate { task_id, before } => {
                 self.delete_events(task_id, Some(*before), from_zero)?;
@@ -162,12 +239,36 @@ impl Index {
         }
     }
 
-    fn put_event(&self, event: &EventRecord<'_>) -> Result<(), StoreError> {
-        let value = encode(&Record::Event(*event))?;
-        self.events
-            .insert(&event_key(event.task_id, event.seq), &value)
-            .map_err(|e| StoreError::index("writing an event", e))?;
-        Ok(())
+    /// Records an event: in the log, where it is (`raw`, the record at `lsn`, which is the
+    /// event's own or, for a status event, its `Transition`); in memory, its `Event` record.
+    /// `own`: `raw` is the event's own `Event` record.
+    fn put_event(
+        &self,
+        event: &EventRecord<'_>,
+        raw: &[u8],
+        lsn: u64,
+        own: bool,
+    ) -> Result<(), StoreError> {
+        match &self.events {
+            Events::Log(table) => {
+                table.put(event.task_id, event.seq, loc(raw, lsn));
+                Ok(())
+            }
+            Events::Tree(events) => {
+                let key = event_key(event.task_id, event.seq);
+                let value;
+                let value = if own {
+                    raw
+                } else {
+                    value = encode(&Record::Event(*event))?;
+                    &value[..]
+                };
+                events
+                    .insert(&key, value)
+                    .map_err(|e| StoreError::index("writing an event", e))?;
+                Ok(())
+            }
+        }
     }
 
     /// Deletes the events of a task before `before` (all with `None`), from seq 0 with
@@ -178,6 +279,16 @@ impl Index {
         before: Option<Seq>,
         from_zero: bool,
     ) -> Result<(), StoreError> {
+        let events = match &self.events {
+            Events::Log(table) => {
+                match before {
+                    Some(before) => table.truncate(task_id, before),
+                    None => table.remove(task_id),
+                }
+                return Ok(());
+            }
+            Events::Tree(events) => events,
+        };
         // Everything below the floor is already gone from a state built in order: start there,
         // so that trimming one event from a long-lived task costs the same as from a new one.
         let start = if from_zero {
@@ -187,25 +298,27 @@ impl Index {
         };
         let from = event_key(task_id, start);
         let keys = match before {
-            Some(before) => self
-                .events
-                .keys(&from, Bound::Excluded(&event_key(task_id, before))),
-            None => self.events.prefix_keys(&task_prefix(task_id)),
+            Some(before) => events.keys(&from, Bound::Excluded(&event_key(task_id, before))),
+            None => events.prefix_keys(&task_prefix(task_id)),
         }
         .map_err(|e| StoreError::index("listing events of", e))?;
         if keys.is_empty() {
             return Ok(());
         }
-        self.events
+        events
             .remove_all(keys)
             .map_err(|e| StoreError::index("deleting events", e))
     }
 
-    /// The stored event `seq` of a task: its raw record.
+    /// The stored event `seq` of a task: its raw record (an `Event` record, or in the log the
+    /// `Transition` of a status event).
     pub(crate) fn event(&self, task_id: &str, seq: Seq) -> Result<Option<sled::IVec>, StoreError> {
-        self.events
-            .get(&event_key(task_id, seq))
-            .map_err(|e| StoreError::index("reading an event", e))
+        match &self.events {
+            Events::Log(table) => table.event(task_id, seq),
+            Events::Tree(events) => events
+                .get(&event_key(task_id, seq))
+                .map_err(|e| StoreError::index("reading an event", e)),
+        }
     }
 
     /// The stored events of a task with seqs in `from .. to`, in order.
@@ -214,16 +327,27 @@ impl Index {
         task_id: &str,
         from: Seq,
         to: Seq,
-    ) -> impl Iterator<Item = Result<sled::IVec, StoreError>> {
-        self.events
-            .values(&event_key(task_id, from), &event_key(task_id, to))
-            .map(|v| v.map_err(|e| StoreError::index("reading events", e)))
+    ) -> Box<dyn Iterator<Item = Result<sled::IVec, StoreError>> + '_> {
+        match &self.events {
+            Events::Log(table) => match table.events(task_id, from, to) {
+                Ok(all) => Box::new(all.into_iter().map(Ok)),
+                Err(e) => Box::new(std::iter::once(Err(e))),
+            },
+            Events::Tree(events) => Box::new(
+                events
+                    .values(&event_key(task_id, from), &event_key(task_id, to))
+                    .map(|v| v.map_err(|e| StoreError::index("reading events", e))),
+            ),
+        }
     }
 
     /// The first and last stored seq of a task, if it has any event.
     pub(crate) fn bounds(&self, task_id: &str) -> Result<Option<(Seq, Seq)>, StoreError> {
-        let (first, last) = self
-            .events
+        let events = match &self.events {
+            Events::Log(table) => return Ok(table.bounds(task_id)),
+            Events::Tree(events) => events,
+        };
+        let (first, last) = events
             .prefix_bounds(&task_prefix(task_id))
             .map_err(|e| StoreError::index("reading events", e))?;
         let Some(first) = first else {
@@ -235,6 +359,42 @@ impl Index {
             None => first,
         };
         Ok(Some((first, last)))
+    }
+
+    /// The segments of the log that hold a retained event (none in memory).
+    pub(crate) fn segments_in_use(&self) -> std::collections::BTreeSet<u64> {
+        match &self.events {
+            Events::Log(table) => table.segments_in_use(),
+            Events::Tree(_) => std::collections::BTreeSet::new(),
+        }
+    }
+
+    /// After recovery: forgets the places of events the index says are gone (of tasks it no
+    /// longer holds, below a task's floor), whose truncation or removal may have been in a
+    /// segment deleted since.
+    pub(crate) fn settle_events(&self) -> Result<(), StoreError> {
+        let Events::Log(table) = &self.events else {
+            return Ok(());
+        };
+        let mut keep = std::collections::HashMap::new();
+        for id in table.task_ids() {
+            let held = self
+                .tasks
+                .get(id.as_bytes())
+                .map_err(|e| StoreError::index("reading a task", e))?
+                .is_some();
+            if held {
+                keep.insert(id.clone(), self.floor(&id)?);
+            }
+        }
+        table.retain(|id| keep.get(id).copied());
+        Ok(())
+    }
+
+    /// The events tree of a data dir written by a version that kept events in sled (empty
+    /// once they moved to the log).
+    pub(crate) fn legacy_events(&self) -> Option<&Tree> {
+        self.legacy_events.as_ref()
     }
 
     /// The retention floor of a task (0 if never truncated).
@@ -266,11 +426,23 @@ impl Index {
     /// its states, which the caller brings up to date by [`replay`](Self::replay)ing every record
     /// logged since the copy began (every record is a blind write of keys it names).
     pub(crate) fn copy_from(&self, from: &Index) -> Result<u64, StoreError> {
-        copy_tree(&from.tasks, &self.tasks)?;
+        let tasks = copy_tree(&from.tasks, &self.tasks)?;
         copy_tree(&from.floors, &self.floors)?;
         // The hole marks (and the old checkpoint LSN, which the rebuild then replaces).
         copy_tree(&from.meta, &self.meta)?;
-        copy_tree(&from.events, &self.events)
+        match (&from.events, &self.events) {
+            (Events::Tree(from), Events::Tree(to)) => copy_tree(from, to),
+            // The events stay where they are, in the log; the new index shares the table.
+            _ => Ok(tasks),
+        }
+    }
+
+    /// The event table (a data dir's), for a rebuilt index to share.
+    pub(crate) fn table(&self) -> Option<Arc<EventTable>> {
+        match &self.events {
+            Events::Log(table) => Some(Arc::clone(table)),
+            Events::Tree(_) => None,
+        }
     }
 
     /// sled's directory (none when temporary).
@@ -351,6 +523,14 @@ fn copy_tree(src: &Tree, dst: &Tree) -> Result<u64, StoreError> {
     Ok(copied)
 }
 
+/// Where a record (`raw`, at `lsn`) is in the log.
+fn loc(raw: &[u8], lsn: u64) -> Loc {
+    Loc {
+        lsn,
+        len: u32::try_from(raw.len()).unwrap_or(u32::MAX),
+    }
+}
+
 fn encode(rec: &Record<'_>) -> Result<Vec<u8>, StoreError> {
     let mut buf = vec![0; record::encoded_len(rec).map_err(StoreError::Record)?];
     let n = record::encode(rec, &mut buf)
@@ -386,12 +566,6 @@ fn task_prefix(task_id: &str) -> Vec<u8> {
     key.push(u8::try_from(id.len()).unwrap_or(u8::MAX));
     key.extend_from_slice(id);
     key
-}
-
-/// The `events` key of a task's seq, for tests that damage an index.
-#[cfg(test)]
-pub(crate) fn event_key_for_tests(task_id: &str, seq: u64) -> Vec<u8> {
-    event_key(task_id, Seq::new(seq).unwrap_or(Seq::MAX))
 }
 
 fn event_key(task_id: &str, seq: Seq) -> Vec<u8> {

@@ -60,6 +60,7 @@ mod checkpoint;
 pub mod clock;
 mod engine;
 mod error;
+mod events;
 mod fsutil;
 mod index;
 mod layout;

@@ -56,7 +56,10 @@ impl RawEvent {
             start..start + s.len()
         };
         let (at, event_type, payload) = match record::decode_written_with(&raw, crc32c::crc32c) {
-            Ok((Record::Event(e), _)) if e.task_id == task_id && e.seq == seq => {
+            // In the log a status event is read from its task's `Transition` record.
+            Ok((Record::Event(e) | Record::Transition { event: e, .. }, _))
+                if e.task_id == task_id && e.seq == seq =>
+            {
                 (e.at, place(e.event_type.as_bytes()), place(e.payload))
             }
             Ok(_) => {

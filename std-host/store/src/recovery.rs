@@ -11,6 +11,7 @@ use taskstream_core::{Millis, Seq};
 
 use super::checkpoint::{self, Checkpoint};
 use super::engine::{Engine, LiveTask, LiveTaskState};
+use super::events::EventTable;
 use super::fsutil::{self, LockError};
 use super::index::Index;
 use super::layout;
@@ -64,7 +65,7 @@ pub(crate) fn open(config: StoreConfig, now: Millis, mode: Mode) -> Result<Store
     let mut report = RecoveryReport::default();
     let (index, wal, on_disk, lock, recovered, expected) = match &config.data_dir {
         None => (
-            Index::open(None, config.index_cache_bytes)?,
+            Index::open(None, config.index_cache_bytes, None)?,
             None,
             None,
             None,
@@ -97,7 +98,9 @@ pub(crate) fn open(config: StoreConfig, now: Millis, mode: Mode) -> Result<Store
                 }
                 Err(e) => return Err(e),
             };
-            let index = match open_index(&generation.dir, config.index_cache_bytes) {
+            let files = wal::SegmentFiles::new();
+            let table = Arc::new(EventTable::new(Arc::clone(&files)));
+            let index = match open_index(&generation.dir, config.index_cache_bytes, &table) {
                 Ok(index) => index,
                 // An I/O error (a full disk, a failing device) is not damage.
                 Err(
@@ -114,7 +117,7 @@ pub(crate) fn open(config: StoreConfig, now: Millis, mode: Mode) -> Result<Store
                          built from the log",
                         aside.display()
                     ));
-                    open_index(&generation.dir, config.index_cache_bytes)?
+                    open_index(&generation.dir, config.index_cache_bytes, &table)?
                 }
                 Err(e) => {
                     return Err(StoreError::damaged(
@@ -135,6 +138,15 @@ pub(crate) fn open(config: StoreConfig, now: Millis, mode: Mode) -> Result<Store
                 ));
             }
             if let Some(saved) = &saved {
+                if checkpoint < saved.lsn && repair {
+                    report.repairs.push(format!(
+                        "the index in {} was older than its last checkpoint (at log position \
+                         {checkpoint}, the checkpoint record says {}); it was brought up to date \
+                         from the log that is left",
+                        generation.dir.display(),
+                        saved.lsn
+                    ));
+                }
                 if checkpoint < saved.lsn && !repair {
                     return Err(StoreError::damaged(
                         dir,
@@ -154,17 +166,46 @@ pub(crate) fn open(config: StoreConfig, now: Millis, mode: Mode) -> Result<Store
             }
             fsutil::create_private_dir(&wal_dir).map_err(StoreError::io("creating", &wal_dir))?;
             let mut removed = HashSet::new();
-            let recovered = wal::recover(&wal_dir, checkpoint, sync, repair, |rec, raw| {
-                if let Record::Remove { task_id } = rec {
-                    removed.insert((*task_id).to_owned());
-                }
-                index.replay(rec, raw)
-            })
+            let recovered = wal::recover(
+                &wal_dir,
+                checkpoint,
+                sync,
+                repair,
+                |rec, raw, lsn, archived| {
+                    if archived {
+                        index.replay_archived(rec, raw, lsn);
+                        return Ok(());
+                    }
+                    if let Record::Remove { task_id } = rec {
+                        removed.insert((*task_id).to_owned());
+                    }
+                    index.replay(rec, raw, lsn)
+                },
+            )
             .map_err(|e| match e {
                 StoreError::Wal(wal::WalError::Damaged(d)) => damage_with_cause(dir, &d),
                 e => e,
             })?;
-            let wal = Wal::open(&wal_dir, config.durability, recovered.end)?;
+            index.settle_events()?;
+            files.load(&wal_dir)?;
+            let wal = Wal::open(&wal_dir, config.durability, recovered.end, files)?;
+            migrate_legacy_events(&index, &wal, &mut report)?;
+            if !recovered.damage.is_empty() {
+                // The repair's retained events in damaged segments move out of them, so the
+                // checkpoint below deletes those and no later open meets the damage again.
+                let damaged: std::collections::BTreeSet<u64> = recovered
+                    .damage
+                    .iter()
+                    .filter_map(|d| wal::segment_start(&d.segment))
+                    .collect();
+                if let Some(table) = index.table() {
+                    table.relocate(
+                        &damaged,
+                        |bytes| wal.submit(bytes, false).map_err(StoreError::Wal),
+                        || wal.flush_through(wal.submitted()).map_err(StoreError::Wal),
+                    )?;
+                }
+            }
             let index_dir = generation.dir.clone();
             (
                 index,
@@ -370,10 +411,47 @@ pub(crate) fn open(config: StoreConfig, now: Millis, mode: Mode) -> Result<Store
     })
 }
 
-/// Opens the index in `dir`, creating the directory if needed.
-fn open_index(dir: &Path, cache_bytes: u64) -> Result<Index, StoreError> {
+/// Opens the index in `dir`, creating the directory if needed, with its events in `table`.
+fn open_index(dir: &Path, cache_bytes: u64, table: &Arc<EventTable>) -> Result<Index, StoreError> {
     fsutil::create_private_dir(dir).map_err(StoreError::io("creating", dir))?;
-    Index::open(Some(dir), cache_bytes)
+    Index::open(Some(dir), cache_bytes, Some(Arc::clone(table)))
+}
+
+/// Moves the events of a data dir written by a version that kept them in sled into the log:
+/// each record is logged again as it is (it is an `Event` record already) and placed there,
+/// the log is made durable, and only then is sled's copy deleted. A crash before that leaves
+/// both, and the next open moves them again (the later place of an event wins; the records
+/// are the same).
+fn migrate_legacy_events(
+    index: &Index,
+    wal: &Wal,
+    report: &mut RecoveryReport,
+) -> Result<(), StoreError> {
+    let Some(legacy) = index.legacy_events() else {
+        return Ok(());
+    };
+    let mut moved = 0u64;
+    let mut keys = Vec::new();
+    for item in legacy.entries() {
+        let (key, raw) = item.map_err(|e| StoreError::index("reading the old events of", e))?;
+        let (rec, _) = record::decode(&raw).map_err(StoreError::Record)?;
+        let lsn = wal.submit(&raw, false).map_err(StoreError::Wal)?;
+        index.apply(&rec, &raw, lsn)?;
+        keys.push(key);
+        moved += 1;
+    }
+    if moved == 0 {
+        return Ok(());
+    }
+    wal.flush_through(wal.submitted())
+        .map_err(StoreError::Wal)?;
+    legacy
+        .remove_all(keys)
+        .map_err(|e| StoreError::index("deleting the old events of", e))?;
+    report.warnings.push(format!(
+        "moved {moved} event(s) from the index into the log, where this version keeps them"
+    ));
+    Ok(())
 }
 
 /// Moves a damaged index directory out of the way (to `damaged-index.<n>` in the data dir,
@@ -509,7 +587,7 @@ mod tests {
     }
 
     #[test]
-    fn events_missing_from_the_index_are_refused_and_a_repaired_hole_is_not() {
+    fn events_lost_from_the_log_are_refused_and_a_repaired_hole_is_not() {
         let dir = tempfile::tempdir().unwrap();
         {
             let store = Store::open(config(dir.path()), Millis(1)).unwrap();
@@ -528,38 +606,54 @@ mod tests {
                 .finish("t", TaskStatus::Completed, None, None, None, Millis(3))
                 .unwrap();
         }
-        // Events 5 and 6 go missing from the index, its bounds and the checkpoint intact.
-        {
-            let index = Index::open(
-                Some(&dir.path().join("index")),
-                crate::DEFAULT_INDEX_CACHE_BYTES,
-            )
-            .unwrap();
-            for seq in [5, 6] {
-                index
-                    .events
-                    .remove(&super::super::index::event_key_for_tests("t", seq))
-                    .unwrap();
+        // Events 5 and 6 are damaged where they are kept: in the log, in a segment the
+        // checkpoints kept because it holds retained events.
+        let mut damaged = None;
+        for entry in std::fs::read_dir(dir.path().join("wal")).unwrap() {
+            let path = entry.unwrap().path();
+            let mut bytes = std::fs::read(&path).unwrap();
+            let mut at = 0;
+            let mut hit = false;
+            while at < bytes.len() {
+                let (rec, used) = record::decode(&bytes[at..]).unwrap();
+                let seq = rec.event().map(|e| e.seq.get());
+                if matches!(rec, Record::Event(_)) && matches!(seq, Some(5 | 6)) {
+                    bytes[at + used - 6] ^= 0xFF;
+                    hit = true;
+                }
+                at += used;
             }
-            index.flush(true).unwrap();
+            if hit {
+                std::fs::write(&path, &bytes).unwrap();
+                damaged = Some(path);
+            }
         }
+        let damaged = damaged.expect("events 5 and 6 are in a kept segment");
         let err = Store::open(config(dir.path()), Millis(4))
             .err()
             .expect("refused");
         let shown = err.to_string();
-        assert!(shown.contains("lost events"), "{shown}");
-        assert!(shown.contains("t (2 events)"), "{shown}");
+        assert!(shown.contains("write-ahead log is damaged"), "{shown}");
         assert!(shown.contains("taskstream repair --data-dir"), "{shown}");
         // A repair goes on with the hole and marks it; later opens accept it.
         {
             let store = Store::repair(config(dir.path()), Millis(4)).unwrap();
-            assert_eq!(store.recovery().repairs.len(), 1, "{:?}", store.recovery());
+            let repairs = store.recovery().repairs.join("\n");
+            assert!(repairs.contains("t (2 events)"), "{repairs}");
             let mut out = Vec::new();
             let read = store.try_read_from("t", Seq::new(5).unwrap(), 10, &mut out);
             assert!(read.is_err(), "a read into the hole is an error: {out:?}");
+            let after = store.event("t", Seq::new(7).unwrap()).unwrap();
+            assert_eq!(after.payload, br#"{"i":6}"#.to_vec(), "the rest is kept");
+            assert!(
+                !damaged.exists(),
+                "the repair moved what was retained out of the damaged segment, and deleted it"
+            );
         }
         let store = Store::open(config(dir.path()), Millis(5)).unwrap();
         let last = store.event("t", Seq::new(21).unwrap()).unwrap();
         assert_eq!(last.event_type, STATUS_EVENT_TYPE);
+        let first = store.event("t", Seq::new(1).unwrap()).unwrap();
+        assert_eq!(first.payload, br#"{"i":0}"#.to_vec());
     }
 }

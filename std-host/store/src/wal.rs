@@ -25,16 +25,18 @@
 //! decode, or log missing between segments, is damage: recovery refuses it unless told to
 //! repair (skip it, keep every valid record after it).
 
+use std::collections::{BTreeMap, BTreeSet};
 use std::fs::{self, File};
 use std::io::{self, Write};
+use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Condvar, Mutex, MutexGuard};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, RwLock};
 
 use taskstream_core::record::{self, Record, RecordError};
 
 use super::fsutil;
-use super::{lock, Durability};
+use super::{lock, lock_read, lock_write, Durability};
 
 /// Batches a group-commit leader flushes before it returns and lets a waiter lead.
 const MAX_LEAD_ROUNDS: u32 = 8;
@@ -108,7 +110,8 @@ struct Counters {
 
 /// The active segment.
 struct Segment {
-    file: File,
+    /// Opened for appending and reading; the same handle is in [`SegmentFiles`].
+    file: Arc<File>,
     path: PathBuf,
     start: u64,
     len: u64,
@@ -146,14 +149,144 @@ pub(crate) struct Wal {
     /// The LSN after everything submitted (a copy of the queue's, readable without its lock).
     submitted: AtomicU64,
     counters: Counters,
+    /// Every segment on disk, open for reading: the log is where events are read from.
+    files: Arc<SegmentFiles>,
+}
+
+/// The log's segment files, open for reading, by start LSN: the store's events are read from
+/// the log itself (`store/src/events.rs` says where each one is). A reader keeps the
+/// `Arc<File>` it took, so a segment deleted meanwhile stays readable for it.
+#[derive(Default)]
+pub(crate) struct SegmentFiles {
+    map: RwLock<BTreeMap<u64, Arc<File>>>,
+}
+
+impl SegmentFiles {
+    /// An empty set, filled by [`load`](Self::load) and by the log's new segments.
+    pub(crate) fn new() -> Arc<SegmentFiles> {
+        Arc::new(SegmentFiles::default())
+    }
+
+    /// Opens every segment of `dir` for reading.
+    pub(crate) fn load(&self, dir: &Path) -> Result<(), WalError> {
+        for (start, path) in list_segments(dir)? {
+            let file = File::open(&path).map_err(io_err("opening", &path))?;
+            lock_write(&self.map).insert(start, Arc::new(file));
+        }
+        Ok(())
+    }
+
+    fn insert(&self, start: u64, file: Arc<File>) {
+        lock_write(&self.map).insert(start, file);
+    }
+
+    fn remove(&self, start: u64) {
+        lock_write(&self.map).remove(&start);
+    }
+
+    /// The start LSNs of the segments, in order.
+    pub(crate) fn starts(&self) -> Vec<u64> {
+        lock_read(&self.map).keys().copied().collect()
+    }
+
+    /// The segment holding `lsn`: its start and file.
+    fn holding(&self, lsn: u64) -> Option<(u64, Arc<File>)> {
+        lock_read(&self.map)
+            .range(..=lsn)
+            .next_back()
+            .map(|(start, file)| (*start, Arc::clone(file)))
+    }
+
+    /// The `len` bytes of log at `lsn`, or `None` if no segment holds them (deleted, or cut).
+    ///
+    /// # Errors
+    /// The operating system's error, if the segment cannot be read.
+    pub(crate) fn read(&self, lsn: u64, len: usize) -> io::Result<Option<Vec<u8>>> {
+        let Some((start, file)) = self.holding(lsn) else {
+            return Ok(None);
+        };
+        let mut buf = vec![0; len];
+        match file.read_exact_at(&mut buf, lsn - start) {
+            Ok(()) => Ok(Some(buf)),
+            Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Several runs of log at once, each `(lsn, len)`, read with one `pread` per stretch of
+    /// the same segment no more than `GAP` bytes apart; `None` for one no segment holds.
+    ///
+    /// # Errors
+    /// The operating system's error, if a segment cannot be read.
+    pub(crate) fn read_many(&self, runs: &[(u64, u32)]) -> io::Result<Vec<Option<Vec<u8>>>> {
+        const GAP: u64 = 16 << 10;
+        const MAX_SPAN: u64 = 1 << 20;
+        let mut out = Vec::with_capacity(runs.len());
+        let mut i = 0;
+        while i < runs.len() {
+            let (lsn, len) = runs[i];
+            let Some((start, file)) = self.holding(lsn) else {
+                out.push(None);
+                i += 1;
+                continue;
+            };
+            let seg_end = lock_read(&self.map)
+                .range(lsn + 1..)
+                .next()
+                .map_or(u64::MAX, |(s, _)| *s);
+            // The stretch: runs after this one, ascending, in the same segment, close enough.
+            let mut end = lsn + u64::from(len);
+            let mut j = i + 1;
+            while j < runs.len() {
+                let (l, n) = runs[j];
+                let e = l + u64::from(n);
+                if l < lsn || e > seg_end || l > end + GAP || e - lsn > MAX_SPAN {
+                    break;
+                }
+                end = end.max(e);
+                j += 1;
+            }
+            let mut buf = vec![0; usize::try_from(end - lsn).unwrap_or(0)];
+            let got = read_at_most(&file, &mut buf, lsn - start)?;
+            for &(l, n) in &runs[i..j] {
+                let from = usize::try_from(l - lsn).unwrap_or(usize::MAX);
+                let to = from.saturating_add(n as usize);
+                out.push((to <= got).then(|| buf[from..to].to_vec()));
+            }
+            i = j;
+        }
+        Ok(out)
+    }
+}
+
+/// Reads into `buf` from `offset` until it is full or the file ends; returns the bytes read.
+fn read_at_most(file: &File, buf: &mut [u8], offset: u64) -> io::Result<usize> {
+    let mut got = 0;
+    while got < buf.len() {
+        match file.read_at(&mut buf[got..], offset + got as u64) {
+            Ok(0) => break,
+            Ok(n) => got += n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(got)
 }
 
 impl Wal {
-    /// Opens the log for writing at `lsn` (the end of the recovered log), in a new segment.
-    pub(crate) fn open(dir: &Path, mode: Durability, lsn: u64) -> Result<Wal, WalError> {
+    /// Opens the log for writing at `lsn` (the end of the recovered log), in a new segment,
+    /// which joins `files`.
+    pub(crate) fn open(
+        dir: &Path,
+        mode: Durability,
+        lsn: u64,
+        files: Arc<SegmentFiles>,
+    ) -> Result<Wal, WalError> {
         let counters = Counters::default();
         let segment = create_segment(dir, lsn, mode != Durability::None, &counters)?;
+        files.insert(lsn, Arc::clone(&segment.file));
         Ok(Wal {
+            files,
             dir: dir.to_owned(),
             mode,
             segment: Mutex::new(segment),
@@ -168,39 +301,42 @@ impl Wal {
         })
     }
 
-    /// Appends `bytes` (whole encoded records) to the log. With `wait`, returns once they are
-    /// durable as the mode says; without, they are only ordered before every later submission
-    /// (and written no later than the next durable submission or rotation).
-    pub(crate) fn submit(&self, bytes: &[u8], wait: bool) -> Result<(), WalError> {
+    /// Appends `bytes` (whole encoded records) to the log and returns the LSN they start at.
+    /// With `wait`, returns once they are durable as the mode says; without, they are only
+    /// ordered before every later submission (and written no later than the next durable
+    /// submission or rotation).
+    pub(crate) fn submit(&self, bytes: &[u8], wait: bool) -> Result<u64, WalError> {
         match self.mode {
             Durability::Event | Durability::None => {
                 let mut seg = lock(&self.segment);
+                let at = seg.start + seg.len;
                 self.write(&mut seg, bytes)?;
                 if wait && self.mode == Durability::Event {
                     self.sync(&mut seg)?;
                 }
-                Ok(())
+                Ok(at)
             }
             Durability::Group => self.submit_group(bytes, wait),
         }
     }
 
-    fn submit_group(&self, bytes: &[u8], wait: bool) -> Result<(), WalError> {
+    fn submit_group(&self, bytes: &[u8], wait: bool) -> Result<u64, WalError> {
         let mut q = lock(&self.queue);
         if q.failed {
             return Err(WalError::Failed);
         }
+        let at = q.submitted;
         q.pending.extend_from_slice(bytes);
         q.submitted += bytes.len() as u64;
         self.submitted.store(q.submitted, Ordering::Relaxed);
         let mine = q.submitted;
         let my_batch = q.batch;
         if !wait {
-            return Ok(());
+            return Ok(at);
         }
         loop {
             if q.durable >= mine {
-                return Ok(());
+                return Ok(at);
             }
             if q.failed {
                 return Err(WalError::Failed);
@@ -313,7 +449,7 @@ impl Wal {
         if bytes.is_empty() {
             return Ok(());
         }
-        let result = seg.file.write_all(bytes);
+        let result = (&*seg.file).write_all(bytes);
         self.counters.writes.fetch_add(1, Ordering::Relaxed);
         if let Err(source) = result {
             seg.failed = true;
@@ -389,17 +525,20 @@ impl Wal {
         let next = create_segment(&self.dir, end, sync, &self.counters).inspect_err(|_| {
             seg.failed = true;
         })?;
+        self.files.insert(end, Arc::clone(&next.file));
         *seg = next;
         Ok(end)
     }
 
     /// Deletes every segment that ends at or before `lsn` (a segment start returned by
-    /// [`rotate`](Self::rotate) whose records are all checkpointed).
-    pub(crate) fn delete_before(&self, lsn: u64) -> Result<(), WalError> {
+    /// [`rotate`](Self::rotate) whose records are all checkpointed) but those in `keep` (whose
+    /// start is there: they hold retained events).
+    pub(crate) fn delete_before(&self, lsn: u64, keep: &BTreeSet<u64>) -> Result<(), WalError> {
         let segments = list_segments(&self.dir)?;
         let mut deleted = false;
         for (start, path) in segments {
-            if start < lsn {
+            if start < lsn && !keep.contains(&start) {
+                self.files.remove(start);
                 fs::remove_file(&path).map_err(io_err("deleting", &path))?;
                 deleted = true;
             }
@@ -408,6 +547,11 @@ impl Wal {
             fsutil::sync_dir(&self.dir).map_err(io_err("fsync of", &self.dir))?;
         }
         Ok(())
+    }
+
+    /// The start LSNs of the segments on disk, in order.
+    pub(crate) fn segment_starts(&self) -> Vec<u64> {
+        self.files.starts()
     }
 
     /// The log's directory.
@@ -430,6 +574,12 @@ fn parity(batch: u64) -> usize {
     usize::from(batch % 2 == 1)
 }
 
+/// The start LSN a segment's file name gives.
+pub(crate) fn segment_start(path: &Path) -> Option<u64> {
+    let stem = path.file_name()?.to_str()?.strip_suffix(".wal")?;
+    (stem.len() == 16).then(|| u64::from_str_radix(stem, 16).ok())?
+}
+
 fn segment_path(dir: &Path, start: u64) -> PathBuf {
     dir.join(format!("{start:016x}.wal"))
 }
@@ -444,6 +594,7 @@ fn create_segment(
 ) -> Result<Segment, WalError> {
     let path = segment_path(dir, start);
     let file = fsutil::private_file()
+        .read(true)
         .append(true)
         .truncate(false)
         .open(&path)
@@ -457,7 +608,7 @@ fn create_segment(
     }
     counters.segments.fetch_add(1, Ordering::Relaxed);
     Ok(Segment {
-        file,
+        file: Arc::new(file),
         path,
         start,
         len: 0,
@@ -597,9 +748,12 @@ fn skip_bad(bytes: &[u8]) -> (usize, bool) {
     (1, false)
 }
 
-/// Replays the log of `dir` from `checkpoint` on, calling `apply` for every valid record (and
-/// its encoded bytes) in order, cuts a torn tail off the last segment, and deletes segments
-/// wholly before `checkpoint`. Creates nothing.
+/// Replays the log of `dir`, calling `apply` for every valid record (with its encoded bytes,
+/// its LSN, and whether it is *archived*: in a segment wholly before `checkpoint`, kept because
+/// it holds retained events) in order, and cuts a torn tail off the last segment. Creates and
+/// deletes nothing. Archived segments need not follow on from one another (those between them
+/// held no retained event and were deleted); from the segment holding `checkpoint` on, the log
+/// must run end to end.
 ///
 /// A bad record with valid records after it, log missing between the checkpoint and the first
 /// segment or between two segments, or a bad record in any segment but the last, is not a torn
@@ -617,7 +771,7 @@ pub(crate) fn recover<E: From<WalError>>(
     checkpoint: u64,
     sync: bool,
     repair: bool,
-    mut apply: impl FnMut(&Record<'_>, &[u8]) -> Result<(), E>,
+    mut apply: impl FnMut(&Record<'_>, &[u8], u64, bool) -> Result<(), E>,
 ) -> Result<Recovered, E> {
     let segments = list_segments(dir)?;
     let mut out = Recovered {
@@ -632,12 +786,18 @@ pub(crate) fn recover<E: From<WalError>>(
             Err(WalError::Damaged(damage))
         }
     };
-    // Segments wholly before the checkpoint (left over by a crash during a checkpoint).
-    let first = segments
-        .iter()
-        .rposition(|(start, _)| *start <= checkpoint)
-        .unwrap_or(0);
-    let live = &segments[first.min(segments.len())..];
+    // Segments wholly before the checkpoint: archived (they hold retained events), or left
+    // over by a crash during a checkpoint. The log from the checkpoint on starts in the
+    // segment that holds the checkpoint (or, if none does, in the first after it).
+    let mut first = 0;
+    for (start, path) in &segments {
+        let len = fs::metadata(path).map_err(io_err("reading", path))?.len();
+        if start.saturating_add(len) > checkpoint || *start >= checkpoint {
+            break;
+        }
+        first += 1;
+    }
+    let (archived, live) = segments.split_at(first);
     if checkpoint > 0 && live.is_empty() {
         // A checkpoint always leaves the segment it rotated to.
         hole(
@@ -654,16 +814,15 @@ pub(crate) fn recover<E: From<WalError>>(
         )?;
     }
     let mut changed = false;
-    for (start, path) in segments.iter().take(first) {
-        if *start < checkpoint {
-            fs::remove_file(path).map_err(io_err("deleting", path))?;
-            changed = true;
-        }
-    }
-    for (i, (start, path)) in live.iter().enumerate() {
-        let last = i + 1 == live.len();
+    let count = archived.len() + live.len();
+    for (i, (start, path)) in archived.iter().chain(live).enumerate() {
+        let last = i + 1 == count;
+        let archive = i < archived.len();
+        let i = i.wrapping_sub(archived.len());
         let end = out.end;
-        if *start > end {
+        if archive {
+            // Archived segments need not follow on: nothing to check.
+        } else if *start > end {
             // Log is missing between the checkpoint (or the previous segment) and this one.
             hole(
                 &mut out,
@@ -694,7 +853,9 @@ pub(crate) fn recover<E: From<WalError>>(
         }
         // The checkpoint may fall inside the first segment: replaying its head again is
         // harmless (every record is a blind write).
-        out.end = *start;
+        if !archive {
+            out.end = *start;
+        }
         let bytes = fs::read(path).map_err(io_err("reading", path))?;
         let mut offset = 0usize;
         // `offset < bytes.len()` in the loop, and `decode` never reports more bytes used than
@@ -702,7 +863,8 @@ pub(crate) fn recover<E: From<WalError>>(
         while offset < bytes.len() {
             let error = match record::decode(&bytes[offset..]) {
                 Ok((record, used)) => {
-                    apply(&record, &bytes[offset..offset + used])?;
+                    let lsn = start + offset as u64;
+                    apply(&record, &bytes[offset..offset + used], lsn, archive)?;
                     out.records += 1;
                     offset += used;
                     continue;
@@ -748,7 +910,9 @@ pub(crate) fn recover<E: From<WalError>>(
             out.discarded_bytes += (to - offset) as u64;
             offset = to;
         }
-        out.end = start + offset as u64;
+        if !archive {
+            out.end = start + offset as u64;
+        }
     }
     if changed && sync {
         fsutil::sync_dir(dir).map_err(io_err("fsync of", dir))?;
@@ -769,7 +933,7 @@ pub(crate) fn read_range<E: From<WalError>>(
     from: u64,
     to: u64,
     corrupt: impl Fn(String) -> E,
-    mut apply: impl FnMut(&Record<'_>, &[u8]) -> Result<(), E>,
+    mut apply: impl FnMut(&Record<'_>, &[u8], u64) -> Result<(), E>,
 ) -> Result<u64, E> {
     let mut at = from;
     let mut records = 0;
@@ -789,7 +953,7 @@ pub(crate) fn read_range<E: From<WalError>>(
         while offset < bytes.len() {
             let (rec, used) = record::decode(&bytes[offset..])
                 .map_err(|e| corrupt(format!("{} at offset {offset}: {e:?}", path.display())))?;
-            apply(&rec, &bytes[offset..offset + used])?;
+            apply(&rec, &bytes[offset..offset + used], start + offset as u64)?;
             records += 1;
             offset += used;
         }

@@ -196,6 +196,7 @@ impl Engine {
             state,
             floor: (floor > earliest).then_some(floor),
             buf: Vec::new(),
+            lsn: 0,
             event_len: 0,
             new_record,
             new_record_bytes,
@@ -281,9 +282,13 @@ impl Engine {
             })?;
             return Ok((wait || queued >= MAX_PENDING).then_some(ticket));
         }
-        self.write(&pending.buf, true, |index| {
-            index.apply_all(pending.records())
+        let mut logged_at = 0;
+        self.write(&pending.buf, true, |index, lsn| {
+            logged_at = lsn;
+            index.apply_all(pending.records_at(lsn))
         })?;
+        let mut pending = pending;
+        pending.lsn = logged_at;
         self.publish(&Arc::new(pending), false);
         self.changes.notify();
         Ok(None)
@@ -299,7 +304,7 @@ impl Engine {
 
     /// Logs a pending append (without waiting) and queues it for publication, in one order
     /// for both; returns how many are queued and its ticket.
-    pub(super) fn enqueue(&self, pending: Pending) -> Result<(usize, u64), StoreError> {
+    pub(super) fn enqueue(&self, mut pending: Pending) -> Result<(usize, u64), StoreError> {
         let Some(wal) = &self.wal else {
             return Err(StoreError::Failed);
         };
@@ -309,10 +314,13 @@ impl Engine {
                 return Err(StoreError::Failed);
             }
             let mut pipe = lock(&self.pipe);
-            if let Err(e) = wal.submit(&pending.buf, false) {
-                drop(pipe);
-                self.set_failed();
-                return Err(StoreError::Wal(e));
+            match wal.submit(&pending.buf, false) {
+                Ok(lsn) => pending.lsn = lsn,
+                Err(e) => {
+                    drop(pipe);
+                    self.set_failed();
+                    return Err(StoreError::Wal(e));
+                }
             }
             pipe.items.push(pending);
             pipe.queued += 1;
@@ -529,7 +537,7 @@ impl Engine {
         &self,
         bytes: &[u8],
         wait: bool,
-        apply: impl FnOnce(&Index) -> Result<(), StoreError>,
+        apply: impl FnOnce(&Index, u64) -> Result<(), StoreError>,
     ) -> Result<(), StoreError> {
         let submitted = {
             let _gate = lock_read(&self.gate);
@@ -541,9 +549,9 @@ impl Engine {
             self.apply_locked()?;
             let result = match &self.wal {
                 Some(wal) => wal.submit(bytes, wait).map_err(StoreError::Wal),
-                None => Ok(()),
+                None => Ok(0),
             }
-            .and_then(|()| apply(&self.index()));
+            .and_then(|lsn| apply(&self.index(), lsn));
             if result.is_err() {
                 self.set_failed();
             }

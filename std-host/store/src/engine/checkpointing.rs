@@ -68,7 +68,7 @@ impl Engine {
         if let Some(dir) = &self.data_dir {
             self.fail_stop(checkpoint::write(dir, lsn, &table, sync))?;
         }
-        wal.delete_before(lsn)?;
+        wal.delete_before(lsn, &self.index().segments_in_use())?;
         self.checkpointed.store(lsn, Ordering::Relaxed);
         self.checkpoints.fetch_add(1, Ordering::Relaxed);
         if self.stale_left.swap(false, Ordering::Relaxed) {
@@ -178,9 +178,16 @@ impl Engine {
         if sync {
             crate::fsutil::sync_dir(data_dir).map_err(StoreError::io("fsync of", data_dir))?;
         }
-        let new = Arc::new(Index::open(Some(&next.dir), self.index_cache_bytes)?);
+        let new = Arc::new(Index::open(
+            Some(&next.dir),
+            self.index_cache_bytes,
+            self.index().table(),
+        )?);
         let old = self.index();
         let copied = new.copy_from(&old)?;
+        // The retained events of the log before `lsn` move to its head, so that every segment
+        // before it goes at the end (and what retention dropped with it), as the old index does.
+        let relocated = self.relocate_before(wal, lsn)?;
         let (end, replayed, blocked, table) = {
             let _flushing = lock(&self.flushing);
             let _gate = lock_write(&self.gate);
@@ -193,8 +200,8 @@ impl Engine {
             self.apply_locked()?;
             let end = wal.rotate()?;
             let replayed =
-                wal::read_range(wal.dir(), lsn, end, StoreError::Corrupt, |rec, raw| {
-                    new.replay(rec, raw)
+                wal::read_range(wal.dir(), lsn, end, StoreError::Corrupt, |rec, raw, lsn| {
+                    new.replay_rebuilt(rec, raw, lsn)
                 })?;
             new.set_checkpoint(end)?;
             *lock_write(&self.index) = Arc::clone(&new);
@@ -211,14 +218,38 @@ impl Engine {
             self.set_failed();
             return Err(e);
         }
-        wal.delete_before(end)?;
+        wal.delete_before(end, &self.index().segments_in_use())?;
         self.checkpointed.store(end, Ordering::Relaxed);
         Ok(Rebuilt {
             old,
-            copied,
+            copied: copied + relocated,
             replayed,
             blocked,
         })
+    }
+
+    /// Logs again the retained events in the segments before `lsn` (a checkpoint's) and
+    /// places them there, while writers go on: each copy is placed only once it is durable and
+    /// only if retention has not dropped its event meanwhile (a copy of a dropped event logged
+    /// after its truncation is dropped again at recovery, by the floor the index holds).
+    pub(super) fn relocate_before(&self, wal: &Wal, lsn: u64) -> Result<u64, StoreError> {
+        let Some(table) = self.index().table() else {
+            return Ok(0);
+        };
+        let from: std::collections::BTreeSet<u64> = wal
+            .segment_starts()
+            .into_iter()
+            .filter(|s| *s < lsn)
+            .collect();
+        if from.is_empty() {
+            return Ok(0);
+        }
+        let _gate = lock_read(&self.gate);
+        table.relocate(
+            &from,
+            |bytes| self.fail_stop(wal.submit(bytes, false).map_err(StoreError::Wal)),
+            || self.fail_stop(wal.flush_through(wal.submitted()).map_err(StoreError::Wal)),
+        )
     }
 
     /// Deletes the directory of a replaced index once nothing uses it: readers that took it

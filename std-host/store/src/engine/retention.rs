@@ -51,8 +51,8 @@ impl Engine {
             let rec = Record::Remove { task_id: id };
             let mut buf = Vec::new();
             encode_into(&rec, &mut buf)?;
-            self.write(&buf, false, |index| {
-                index.apply(&rec, &buf)?;
+            self.write(&buf, false, |index, lsn| {
+                index.apply(&rec, &buf, lsn)?;
                 // Inside the gate, so a checkpoint never lists a task its index no longer has.
                 lock(&slot.state).removed = true;
                 Ok(())
@@ -113,7 +113,7 @@ impl Engine {
         let mut buf = Vec::new();
         encode_into(&rec, &mut buf)?;
         // Not waited for: a lost truncation is redone by the next sweep or open.
-        self.write(&buf, false, |index| index.apply(&rec, &buf))?;
+        self.write(&buf, false, |index, lsn| index.apply(&rec, &buf, lsn))?;
         let mut st = lock(&slot.state);
         let freed = st.drop_sizes_before(floor);
         st.earliest = floor;

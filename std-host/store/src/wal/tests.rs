@@ -31,20 +31,46 @@ fn try_replay(
     checkpoint: u64,
     repair: bool,
 ) -> Result<(Vec<(String, u64)>, Recovered), WalError> {
+    try_replay_all(dir, checkpoint, repair).map(|(seen, _, recovered)| (seen, recovered))
+}
+
+/// Like [`try_replay`], also returning the records of archived segments (before the
+/// checkpoint), each with its LSN checked against the segment.
+#[allow(clippy::type_complexity)]
+fn try_replay_all(
+    dir: &Path,
+    checkpoint: u64,
+    repair: bool,
+) -> Result<(Vec<(String, u64)>, Vec<(String, u64)>, Recovered), WalError> {
     let mut seen = Vec::new();
-    let recovered = recover::<WalError>(dir, checkpoint, true, repair, |rec: &Record<'_>, raw| {
-        let ev = rec.event().unwrap();
-        assert_eq!(record::decode(raw).unwrap().0, *rec);
-        seen.push((ev.task_id.to_owned(), ev.seq.get()));
-        Ok(())
-    })?;
-    Ok((seen, recovered))
+    let mut archived = Vec::new();
+    let recovered = recover::<WalError>(
+        dir,
+        checkpoint,
+        true,
+        repair,
+        |rec: &Record<'_>, raw, lsn, archive| {
+            let ev = rec.event().unwrap();
+            assert_eq!(record::decode(raw).unwrap().0, *rec);
+            let files = SegmentFiles::new();
+            files.load(dir).unwrap();
+            assert_eq!(
+                files.read(lsn, raw.len()).unwrap().unwrap(),
+                raw,
+                "at its LSN"
+            );
+            let to = if archive { &mut archived } else { &mut seen };
+            to.push((ev.task_id.to_owned(), ev.seq.get()));
+            Ok(())
+        },
+    )?;
+    Ok((seen, archived, recovered))
 }
 
 /// Writes events 0..n of task `a` into one segment; returns each record's offset and the
 /// segment's path.
 fn one_segment(dir: &Path, n: u64) -> (Vec<u64>, PathBuf) {
-    let wal = Wal::open(dir, Durability::Event, 0).unwrap();
+    let wal = Wal::open(dir, Durability::Event, 0, SegmentFiles::new()).unwrap();
     let mut offsets = Vec::new();
     for i in 0..n {
         offsets.push(wal.submitted());
@@ -99,7 +125,7 @@ fn a_bad_record_with_valid_records_after_it_is_damage_not_a_torn_tail() {
 #[test]
 fn a_torn_tail_that_holds_a_record_in_its_payload_is_still_a_torn_tail() {
     let dir = tempfile::tempdir().unwrap();
-    let wal = Wal::open(dir.path(), Durability::Event, 0).unwrap();
+    let wal = Wal::open(dir.path(), Durability::Event, 0, SegmentFiles::new()).unwrap();
     wal.submit(&event_bytes("a", 0), true).unwrap();
     let before = wal.submitted();
     // A payload that carries the bytes of a whole valid record (as JSON-escaped text it would
@@ -131,7 +157,7 @@ fn a_torn_tail_that_holds_a_record_in_its_payload_is_still_a_torn_tail() {
 #[test]
 fn a_missing_or_cut_segment_before_the_last_is_damage() {
     let dir = tempfile::tempdir().unwrap();
-    let wal = Wal::open(dir.path(), Durability::Event, 0).unwrap();
+    let wal = Wal::open(dir.path(), Durability::Event, 0, SegmentFiles::new()).unwrap();
     wal.submit(&event_bytes("a", 0), true).unwrap();
     let second = wal.rotate().unwrap();
     wal.submit(&event_bytes("a", 1), true).unwrap();
@@ -176,7 +202,7 @@ fn expected(task: &str, n: u64) -> Vec<(String, u64)> {
 fn every_mode_reads_back_what_it_wrote() {
     for mode in [Durability::Event, Durability::Group, Durability::None] {
         let dir = tempfile::tempdir().unwrap();
-        let wal = Wal::open(dir.path(), mode, 0).unwrap();
+        let wal = Wal::open(dir.path(), mode, 0, SegmentFiles::new()).unwrap();
         for i in 0..10 {
             wal.submit(&event_bytes("a", i), true).unwrap();
         }
@@ -195,7 +221,7 @@ fn every_mode_reads_back_what_it_wrote() {
 #[test]
 fn a_torn_tail_at_every_offset_of_the_last_record_recovers_to_the_previous_record() {
     let dir = tempfile::tempdir().unwrap();
-    let wal = Wal::open(dir.path(), Durability::Event, 0).unwrap();
+    let wal = Wal::open(dir.path(), Durability::Event, 0, SegmentFiles::new()).unwrap();
     for i in 0..3 {
         wal.submit(&event_bytes("a", i), true).unwrap();
     }
@@ -239,7 +265,7 @@ fn a_torn_tail_at_every_offset_of_the_last_record_recovers_to_the_previous_recor
 #[test]
 fn the_log_goes_on_after_a_recovered_torn_tail() {
     let dir = tempfile::tempdir().unwrap();
-    let wal = Wal::open(dir.path(), Durability::Group, 0).unwrap();
+    let wal = Wal::open(dir.path(), Durability::Group, 0, SegmentFiles::new()).unwrap();
     for i in 0..3 {
         wal.submit(&event_bytes("a", i), true).unwrap();
     }
@@ -249,7 +275,13 @@ fn the_log_goes_on_after_a_recovered_torn_tail() {
     let file = fs::OpenOptions::new().write(true).open(&path).unwrap();
     file.set_len(full - 5).unwrap();
     let (_, recovered) = replay(dir.path(), 0);
-    let wal = Wal::open(dir.path(), Durability::Group, recovered.end).unwrap();
+    let wal = Wal::open(
+        dir.path(),
+        Durability::Group,
+        recovered.end,
+        SegmentFiles::new(),
+    )
+    .unwrap();
     wal.submit(&event_bytes("a", 2), true).unwrap();
     wal.submit(&event_bytes("a", 3), true).unwrap();
     drop(wal);
@@ -261,7 +293,7 @@ fn the_log_goes_on_after_a_recovered_torn_tail() {
 #[test]
 fn rotation_and_checkpoint_deletion_keep_the_suffix() {
     let dir = tempfile::tempdir().unwrap();
-    let wal = Wal::open(dir.path(), Durability::Event, 0).unwrap();
+    let wal = Wal::open(dir.path(), Durability::Event, 0, SegmentFiles::new()).unwrap();
     wal.submit(&event_bytes("a", 0), true).unwrap();
     wal.submit(&event_bytes("a", 1), false).unwrap();
     let first = wal.rotate().unwrap();
@@ -272,7 +304,21 @@ fn rotation_and_checkpoint_deletion_keep_the_suffix() {
     let second = wal.rotate().unwrap();
     wal.submit(&event_bytes("a", 3), true).unwrap();
     assert_eq!(list_segments(dir.path()).unwrap().len(), 3);
-    wal.delete_before(second).unwrap();
+    // A segment that holds a retained event is kept.
+    wal.delete_before(second, &BTreeSet::from([first])).unwrap();
+    assert_eq!(
+        list_segments(dir.path()).unwrap(),
+        [
+            (first, segment_path(dir.path(), first)),
+            (second, segment_path(dir.path(), second))
+        ]
+    );
+    assert!(wal.files.read(first, 1).unwrap().is_some());
+    assert!(
+        wal.files.read(0, 1).unwrap().is_none(),
+        "gone from the readers too"
+    );
+    wal.delete_before(second, &BTreeSet::new()).unwrap();
     assert_eq!(
         list_segments(dir.path()).unwrap(),
         [(second, segment_path(dir.path(), second))]
@@ -284,27 +330,67 @@ fn rotation_and_checkpoint_deletion_keep_the_suffix() {
 }
 
 #[test]
-fn recovery_deletes_segments_before_the_checkpoint() {
+fn recovery_reads_segments_before_the_checkpoint_as_archived_and_keeps_them() {
     let dir = tempfile::tempdir().unwrap();
-    let wal = Wal::open(dir.path(), Durability::Event, 0).unwrap();
+    let wal = Wal::open(dir.path(), Durability::Event, 0, SegmentFiles::new()).unwrap();
     wal.submit(&event_bytes("a", 0), true).unwrap();
     let second = wal.rotate().unwrap();
     wal.submit(&event_bytes("a", 1), true).unwrap();
+    let third = wal.rotate().unwrap();
+    wal.submit(&event_bytes("a", 2), true).unwrap();
+    // The middle segment held nothing retained and was deleted: archives need not follow on.
+    wal.delete_before(third, &BTreeSet::from([0])).unwrap();
     drop(wal);
-    let (seen, recovered) = replay(dir.path(), second);
-    assert_eq!(seen, [("a".to_owned(), 1)]);
+    let (seen, archived, recovered) = try_replay_all(dir.path(), third, false).unwrap();
+    assert_eq!(seen, [("a".to_owned(), 2)]);
+    assert_eq!(archived, [("a".to_owned(), 0)]);
     assert_eq!(recovered.torn, None);
+    assert!(recovered.damage.is_empty());
     assert_eq!(
         list_segments(dir.path()).unwrap(),
-        [(second, segment_path(dir.path(), second))],
-        "the segment before the checkpoint is gone"
+        [
+            (0, segment_path(dir.path(), 0)),
+            (third, segment_path(dir.path(), third))
+        ],
+        "nothing is deleted by recovery"
     );
+    assert!(second < third);
+}
+
+#[test]
+fn reads_of_many_runs_join_neighbours_and_stop_at_what_is_gone() {
+    let dir = tempfile::tempdir().unwrap();
+    let files = SegmentFiles::new();
+    let wal = Wal::open(dir.path(), Durability::None, 0, Arc::clone(&files)).unwrap();
+    let mut runs = Vec::new();
+    for i in 0..50 {
+        let bytes = event_bytes("a", i);
+        let at = wal.submit(&bytes, false).unwrap();
+        runs.push((at, u32::try_from(bytes.len()).unwrap(), bytes));
+    }
+    let second = wal.rotate().unwrap();
+    for i in 50..60 {
+        let bytes = event_bytes("a", i);
+        let at = wal.submit(&bytes, false).unwrap();
+        runs.push((at, u32::try_from(bytes.len()).unwrap(), bytes));
+    }
+    // Every other one, across the rotation, and one past the end.
+    let mut asked: Vec<(u64, u32)> = runs.iter().step_by(2).map(|(a, n, _)| (*a, *n)).collect();
+    asked.push((wal.submitted() + 10, 5));
+    let got = files.read_many(&asked).unwrap();
+    for (k, (_, _, bytes)) in runs.iter().step_by(2).enumerate() {
+        assert_eq!(got[k].as_deref(), Some(&bytes[..]), "run {k}");
+    }
+    assert_eq!(got.last().unwrap(), &None, "past the end");
+    wal.delete_before(second, &BTreeSet::new()).unwrap();
+    let got = files.read_many(&asked[..2]).unwrap();
+    assert_eq!(got, [None, None], "a deleted segment is not read");
 }
 
 #[test]
 fn group_commit_shares_flushes_between_threads_and_keeps_each_threads_order() {
     let dir = tempfile::tempdir().unwrap();
-    let wal = Arc::new(Wal::open(dir.path(), Durability::Group, 0).unwrap());
+    let wal = Arc::new(Wal::open(dir.path(), Durability::Group, 0, SegmentFiles::new()).unwrap());
     let threads = 8;
     let per_thread = 50;
     let handles: Vec<_> = (0..threads)
@@ -343,7 +429,7 @@ fn group_commit_shares_flushes_between_threads_and_keeps_each_threads_order() {
 #[test]
 fn writes_without_waiting_are_ordered_and_flushed_by_the_next_wait() {
     let dir = tempfile::tempdir().unwrap();
-    let wal = Wal::open(dir.path(), Durability::Group, 0).unwrap();
+    let wal = Wal::open(dir.path(), Durability::Group, 0, SegmentFiles::new()).unwrap();
     wal.submit(&event_bytes("a", 0), false).unwrap();
     wal.submit(&event_bytes("a", 1), false).unwrap();
     assert_eq!(

@@ -795,11 +795,11 @@ fn an_interrupted_rebuild_recovers_whichever_side_of_the_switch_it_stopped() {
     );
 
     // After the switch, before the old directory was deleted: `INDEX` names the new one, the
-    // old one (with the removed payloads) is still there, and so is a half-built next one.
-    // The new one is used and both others are deleted.
+    // old one (which still holds the removed task) is still there, and so is a half-built
+    // next one. The new one is used and both others are deleted.
     copy_dir(saved.path(), &dir.path().join("index"));
     copy_dir(saved.path(), &dir.path().join("index.2"));
-    assert!(!files_containing(dir.path(), REMOVED_MARK).is_empty());
+    assert_eq!(index_dirs(dir.path()), ["index", "index.1", "index.2"]);
     {
         let store = open_at(dir.path(), rebuild_policy(), Millis(6_000));
         assert_eq!(store.recovery().stale_index_dirs, 2);
