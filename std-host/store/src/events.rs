@@ -172,6 +172,11 @@ impl EventTable {
 
     /// The places of a task's events with seqs in `from .. to` that are there, with their seqs.
     fn places(&self, task_id: &str, from: Seq, to: Seq) -> Vec<(Seq, Loc)> {
+        self.places_at_most(task_id, from, to, usize::MAX)
+    }
+
+    /// The same, at most `max` of them.
+    fn places_at_most(&self, task_id: &str, from: Seq, to: Seq, max: usize) -> Vec<(Seq, Loc)> {
         let tasks = lock_read(&self.tasks);
         let Some(t) = tasks.get(task_id) else {
             return Vec::new();
@@ -180,7 +185,7 @@ impl EventTable {
         let hi = to.get().min(t.end());
         let mut out = Vec::new();
         let mut seq = lo;
-        while seq.get() < hi {
+        while seq.get() < hi && out.len() < max {
             let i = usize::try_from(seq.distance_from(t.first)).unwrap_or(usize::MAX);
             if let Some(loc) = t.locs.get(i).filter(|l| l.present()) {
                 out.push((seq, *loc));
@@ -210,35 +215,36 @@ impl EventTable {
             })
     }
 
-    /// The records of a task's events with seqs in `from .. to` that are there, in seq order,
-    /// read in runs (one `pread` for neighbours in a segment).
+    /// The records of up to `max` of a task's events with seqs in `from .. to` that are
+    /// there, in seq order, read in runs (one `pread` for neighbours in a segment), and the seq
+    /// to go on from (`None`: the range is done, or an event is gone from the log).
     pub(crate) fn events(
         &self,
         task_id: &str,
         from: Seq,
         to: Seq,
-    ) -> Result<Vec<sled::IVec>, StoreError> {
-        /// Events read at a time, so a long range is not read whole when its reader stops
-        /// early.
-        const CHUNK: usize = 256;
-        let places = self.places(task_id, from, to);
+        max: usize,
+    ) -> Result<(Vec<sled::IVec>, Option<Seq>), StoreError> {
+        let places = self.places_at_most(task_id, from, to, max);
+        let runs: Vec<(u64, u32)> = places.iter().map(|(_, l)| (l.lsn, l.len)).collect();
+        let read = self.files.read_many(&runs).map_err(|e| StoreError::Index {
+            context: "reading events from the log",
+            source: sled::Error::Io(e),
+        })?;
         let mut out = Vec::with_capacity(places.len());
-        for chunk in places.chunks(CHUNK) {
-            let runs: Vec<(u64, u32)> = chunk.iter().map(|(_, l)| (l.lsn, l.len)).collect();
-            let read = self.files.read_many(&runs).map_err(|e| StoreError::Index {
-                context: "reading events from the log",
-                source: sled::Error::Io(e),
-            })?;
-            for bytes in read {
-                match bytes {
-                    Some(b) => out.push(sled::IVec::from(b)),
-                    // Gone from the log (its segment deleted once retention dropped it): the
-                    // run stops, as at any hole; the reader re-checks the retained range.
-                    None => return Ok(out),
-                }
+        for bytes in read {
+            match bytes {
+                Some(b) => out.push(sled::IVec::from(b)),
+                // Gone from the log (its segment deleted once retention dropped it): the run
+                // stops, as at any hole; the reader re-checks the retained range.
+                None => return Ok((out, None)),
             }
         }
-        Ok(out)
+        let go_on = match places.last() {
+            Some((last, _)) if places.len() == max => last.next().filter(|n| *n < to),
+            _ => None,
+        };
+        Ok((out, go_on))
     }
 
     /// The first and last seq of a task's events that are there, if any.

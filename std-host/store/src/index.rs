@@ -321,18 +321,24 @@ impl Index {
         }
     }
 
-    /// The stored events of a task with seqs in `from .. to`, in order.
+    /// The stored events of a task with seqs in `from .. to`, in order; `want` is how many
+    /// the caller expects to take (a log read takes that many at first).
     pub(crate) fn events(
         &self,
         task_id: &str,
         from: Seq,
         to: Seq,
+        want: usize,
     ) -> Box<dyn Iterator<Item = Result<sled::IVec, StoreError>> + '_> {
         match &self.events {
-            Events::Log(table) => match table.events(task_id, from, to) {
-                Ok(all) => Box::new(all.into_iter().map(Ok)),
-                Err(e) => Box::new(std::iter::once(Err(e))),
-            },
+            Events::Log(table) => Box::new(LogEvents {
+                table,
+                task_id: task_id.to_owned(),
+                next: Some(from),
+                to,
+                chunk: want.clamp(1, MAX_LOG_CHUNK),
+                ready: std::collections::VecDeque::new(),
+            }),
             Events::Tree(events) => Box::new(
                 events
                     .values(&event_key(task_id, from), &event_key(task_id, to))
@@ -505,6 +511,40 @@ impl Index {
     }
 }
 
+/// The most events one read from the log takes. A reader's first read takes as many as it
+/// said it wants, each further one twice as many, so a sweep looking at the oldest event reads
+/// a few and a replay reads in long runs.
+const MAX_LOG_CHUNK: usize = 512;
+
+/// A task's events read from the log a chunk at a time, as its reader goes.
+struct LogEvents<'a> {
+    table: &'a EventTable,
+    task_id: String,
+    next: Option<Seq>,
+    to: Seq,
+    chunk: usize,
+    ready: std::collections::VecDeque<sled::IVec>,
+}
+
+impl Iterator for LogEvents<'_> {
+    type Item = Result<sled::IVec, StoreError>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.ready.is_empty() {
+            let from = self.next.take()?;
+            match self.table.events(&self.task_id, from, self.to, self.chunk) {
+                Ok((events, go_on)) => {
+                    self.ready = events.into();
+                    self.next = go_on;
+                    self.chunk = (self.chunk * 2).min(MAX_LOG_CHUNK);
+                }
+                Err(e) => return Some(Err(e)),
+            }
+        }
+        self.ready.pop_front().map(Ok)
+    }
+}
+
 /// Copies every entry of `src` into `dst` in batches; returns how many it copied.
 fn copy_tree(src: &Tree, dst: &Tree) -> Result<u64, StoreError> {
     const BATCH: usize = 1024;
@@ -566,6 +606,13 @@ fn task_prefix(task_id: &str) -> Vec<u8> {
     key.push(u8::try_from(id.len()).unwrap_or(u8::MAX));
     key.extend_from_slice(id);
     key
+}
+
+/// The key of a task's seq in the `events` tree, for tests that write a data dir as versions
+/// before events stayed in the log did.
+#[cfg(test)]
+pub(crate) fn legacy_event_key(task_id: &str, seq: Seq) -> Vec<u8> {
+    event_key(task_id, seq)
 }
 
 fn event_key(task_id: &str, seq: Seq) -> Vec<u8> {

@@ -491,7 +491,7 @@ fn event_sizes(
 ) -> Result<VecDeque<u32>, StoreError> {
     let mut sizes = VecDeque::new();
     let mut expected = earliest;
-    for raw in index.events(id, earliest, next) {
+    for raw in index.events(id, earliest, next, usize::MAX) {
         let raw = raw?;
         let (rec, _) = record::decode_written(&raw).map_err(StoreError::Record)?;
         let Some(ev) = rec.event() else {
@@ -655,5 +655,87 @@ mod tests {
         assert_eq!(last.event_type, STATUS_EVENT_TYPE);
         let first = store.event("t", Seq::new(1).unwrap()).unwrap();
         assert_eq!(first.payload, br#"{"i":0}"#.to_vec());
+    }
+
+    #[test]
+    fn events_an_earlier_version_kept_in_the_index_move_to_the_log() {
+        let dir = tempfile::tempdir().unwrap();
+        let events: Vec<Vec<u8>> = (0..30)
+            .map(|i| format!("{{\"i\":{i}}}").into_bytes())
+            .collect();
+        {
+            let store = Store::open(config(dir.path()), Millis(1)).unwrap();
+            store.create_task(record("t"), Millis(1)).unwrap();
+            for p in &events {
+                store
+                    .append("t", "dev.taskstream.tick", p, Millis(2))
+                    .unwrap();
+            }
+            store
+                .finish("t", TaskStatus::Completed, None, None, None, Millis(3))
+                .unwrap();
+        }
+        // As an earlier version left it: the events in the index's `events` tree, and the log
+        // before the checkpoint deleted.
+        {
+            let mut raws = Vec::new();
+            for entry in std::fs::read_dir(dir.path().join("wal")).unwrap() {
+                let bytes = std::fs::read(entry.unwrap().path()).unwrap();
+                let mut at = 0;
+                while at < bytes.len() {
+                    let (rec, used) = record::decode(&bytes[at..]).unwrap();
+                    if let Some(e) = rec.event() {
+                        let mut raw = Vec::new();
+                        crate::index::encode_into(&Record::Event(*e), &mut raw).unwrap();
+                        raws.push((e.seq, raw));
+                    }
+                    at += used;
+                }
+            }
+            assert_eq!(raws.len(), 32, "creation, 30 events, end");
+            let saved = checkpoint::read(dir.path()).unwrap().unwrap();
+            for entry in std::fs::read_dir(dir.path().join("wal")).unwrap() {
+                let path = entry.unwrap().path();
+                if wal::segment_start(&path).unwrap() < saved.lsn {
+                    std::fs::remove_file(path).unwrap();
+                }
+            }
+            let index = Index::open(
+                Some(&dir.path().join("index")),
+                crate::DEFAULT_INDEX_CACHE_BYTES,
+                None,
+            )
+            .unwrap();
+            let legacy = index.legacy_events().unwrap();
+            for (seq, raw) in &raws {
+                legacy
+                    .insert(&crate::index::legacy_event_key("t", *seq), raw)
+                    .unwrap();
+            }
+            index.flush(true).unwrap();
+        }
+        let check = |store: &Store| {
+            let mut out = Vec::new();
+            store.read_from("t", Seq::ZERO, 100, &mut out);
+            assert_eq!(out.len(), 32);
+            for (k, p) in events.iter().enumerate() {
+                assert_eq!(&out[k + 1].payload, p, "seq {}", k + 1);
+            }
+            assert_eq!(out[31].event_type, STATUS_EVENT_TYPE);
+        };
+        {
+            let store = Store::open(config(dir.path()), Millis(4)).unwrap();
+            let warned = store.recovery().warnings.join("\n");
+            assert!(warned.contains("moved 32 event(s)"), "{warned}");
+            check(&store);
+        }
+        // Moved once: the index holds none any more, the log holds them all.
+        let store = Store::open(config(dir.path()), Millis(5)).unwrap();
+        assert!(
+            store.recovery().warnings.is_empty(),
+            "{:?}",
+            store.recovery()
+        );
+        check(&store);
     }
 }

@@ -124,7 +124,7 @@ impl Engine {
         let mut expected = from;
         let mut n = 0;
         if from < index_end {
-            for raw in self.index().events(task_id, from, index_end).take(max) {
+            for raw in self.index().events(task_id, from, index_end, max).take(max) {
                 match RawEvent::from_index(raw?, task_id, expected) {
                     Ok(ev) => push(ev),
                     // A hole: retention dropped these meanwhile. Stop; the caller re-checks

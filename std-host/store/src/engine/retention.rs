@@ -70,7 +70,7 @@ impl Engine {
         }
         // Retention by age: events are in time order, so drop from the front.
         let mut floor = earliest;
-        for raw in self.index().events(id, earliest, next) {
+        for raw in self.index().events(id, earliest, next, 4) {
             let raw = raw?;
             let (rec, _) = record::decode(&raw).map_err(StoreError::Record)?;
             let Some(ev) = rec.event() else { break };

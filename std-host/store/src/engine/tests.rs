@@ -83,7 +83,7 @@ fn check_index(store: &Store, id: &str, seed: u64, step: u32) {
     let indexed: Vec<u64> = store
         .engine
         .index()
-        .events(id, from, start)
+        .events(id, from, start, usize::MAX)
         .map(|raw| {
             let raw = raw.expect("index read");
             let (rec, _) = taskstream_core::record::decode(&raw).expect("record");
