@@ -685,7 +685,8 @@ impl std::fmt::Display for Damage {
 pub(crate) struct Recovered {
     /// The LSN after the last valid record: where the log goes on.
     pub(crate) end: u64,
-    /// Records replayed.
+    /// Records replayed from the checkpoint on (archived segments, read for where their events
+    /// are, not counted).
     pub(crate) records: u64,
     /// The torn or corrupt tail that was cut off, if any.
     pub(crate) torn: Option<TornTail>,
@@ -865,7 +866,7 @@ pub(crate) fn recover<E: From<WalError>>(
                 Ok((record, used)) => {
                     let lsn = start + offset as u64;
                     apply(&record, &bytes[offset..offset + used], lsn, archive)?;
-                    out.records += 1;
+                    out.records += u64::from(!archive);
                     offset += used;
                     continue;
                 }
