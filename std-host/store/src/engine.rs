@@ -20,7 +20,7 @@
 
 use std::collections::{HashMap, VecDeque};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, RwLock};
 use std::time::{Duration, Instant};
 
@@ -71,6 +71,12 @@ const MAX_PENDING: usize = 4096;
 const MAX_UNAPPLIED: usize = 16384;
 /// Bytes of the unapplied set (records plus types and payloads) after which likewise.
 const MAX_UNAPPLIED_BYTES: u64 = 16 << 20;
+/// How long a waiting appender that leads a drain waits at most for the appenders of the
+/// last batch to queue again before it flushes (group mode): the appenders a flush released
+/// re-queue one by one, and a leader that flushed at once would take only the first few,
+/// leaving the rest to a second flush.
+const GATHER_WAIT: Duration = Duration::from_millis(1);
+
 /// Unapplied appends the applier writes to sled in one batch at most.
 const APPLY_BATCH: usize = 4096;
 
@@ -164,6 +170,9 @@ struct Pipe {
     queued: u64,
     /// A waiter is draining (the leader); the others wait on `drained`.
     draining: bool,
+    /// While a leader gathers (waits for the appenders of the last batch to queue again before
+    /// it flushes): how many queued appends end its wait. 0 otherwise.
+    gather_target: usize,
 }
 
 /// The pipeline's (`group` and `none` mode) published appends that are durable but not yet in
@@ -316,6 +325,10 @@ pub(crate) struct Engine {
     flushing: Mutex<()>,
     /// The ticket of the last append published (or dropped by a failed drain: see `failed`).
     published: AtomicU64,
+    /// How many appends the last drain published (what a gathering leader waits for).
+    last_batch: AtomicUsize,
+    /// Wakes a gathering leader once `Pipe::gather_target` appends are queued.
+    gathered: Condvar,
     /// Published appends not yet applied to the index, in log order.
     unapplied: Mutex<Unapplied>,
     /// Wakes the applier when the unapplied set gets appends (or it is to stop).
@@ -376,6 +389,8 @@ impl Engine {
             drained: Condvar::new(),
             flushing: Mutex::new(()),
             published: AtomicU64::new(0),
+            last_batch: AtomicUsize::new(0),
+            gathered: Condvar::new(),
             unapplied: Mutex::new(Unapplied::default()),
             apply_cond: Condvar::new(),
             applying: Mutex::new(()),

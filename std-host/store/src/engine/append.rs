@@ -3,6 +3,7 @@
 //! event; fail-stop on a failed write.
 
 use std::borrow::Cow;
+use std::sync::MutexGuard;
 
 #[allow(clippy::wildcard_imports)]
 use super::*;
@@ -216,7 +217,8 @@ impl Engine {
         // Queued: a failed flush from here on is the store's (fail-stop), and the reservation
         // belongs to the queued append.
         if let Some(ticket) = queued {
-            self.drain_through(ticket).map_err(AppendError::Storage)?;
+            self.drain_through(ticket, wait)
+                .map_err(AppendError::Storage)?;
         }
         Ok(seq)
     }
@@ -324,6 +326,9 @@ impl Engine {
             }
             pipe.items.push(pending);
             pipe.queued += 1;
+            if pipe.gather_target > 0 && pipe.items.len() >= pipe.gather_target {
+                self.gathered.notify_one();
+            }
             (pipe.items.len(), pipe.queued)
         };
         if queued.0 == 1 {
@@ -337,14 +342,17 @@ impl Engine {
     /// published (by this thread, or by the one that took it first). A failure is fail-stop.
     pub(crate) fn drain(&self) -> Result<(), StoreError> {
         let ticket = lock(&self.pipe).queued;
-        self.drain_through(ticket)
+        self.drain_through(ticket, false)
     }
 
     /// [`drain`](Self::drain), unless the append with `ticket` (and so every one before it)
     /// was published meanwhile: a waiter whose append a drain that ran while it waited
     /// covered returns at once, instead of flushing the one or two appends queued since (the
-    /// next drain then takes them with everything else queued by then).
-    pub(super) fn drain_through(&self, ticket: u64) -> Result<(), StoreError> {
+    /// next drain then takes them with everything else queued by then). A leader that
+    /// `gather`s (an appender waiting for its own append, in `group` mode) first waits up to
+    /// [`GATHER_WAIT`] until as many appends are queued as the last drain published: the
+    /// appenders it released queue again meanwhile, and one flush covers them all.
+    pub(super) fn drain_through(&self, ticket: u64, gather: bool) -> Result<(), StoreError> {
         if !self.pipelined() {
             return Ok(());
         }
@@ -367,6 +375,9 @@ impl Engine {
                 continue;
             }
             pipe.draining = true;
+            if gather && self.durability == Durability::Group {
+                pipe = self.gather(pipe);
+            }
             drop(pipe);
             let result = {
                 let _one = lock(&self.flushing);
@@ -380,6 +391,29 @@ impl Engine {
         }
     }
 
+    /// A leader's wait for the appenders of the last batch (see
+    /// [`drain_through`](Self::drain_through)); returns the pipe locked again.
+    fn gather<'a>(&self, mut pipe: MutexGuard<'a, Pipe>) -> MutexGuard<'a, Pipe> {
+        let target = self.last_batch.load(Ordering::Relaxed);
+        if pipe.items.len() >= target {
+            return pipe;
+        }
+        let deadline = Instant::now() + GATHER_WAIT;
+        pipe.gather_target = target;
+        while pipe.items.len() < target && !self.failed.load(Ordering::Acquire) {
+            let now = Instant::now();
+            if now >= deadline {
+                break;
+            }
+            pipe = self
+                .gathered
+                .wait_timeout(pipe, deadline - now)
+                .map_or_else(|e| e.into_inner().0, |(p, _)| p);
+        }
+        pipe.gather_target = 0;
+        pipe
+    }
+
     /// [`drain`](Self::drain) for a caller that holds `flushing` and the gate (shared, or
     /// exclusive: a checkpoint, so that everything logged is in the index before it records
     /// its LSN).
@@ -389,6 +423,9 @@ impl Engine {
         };
         let (items, upto, ticket) = {
             let mut pipe = lock(&self.pipe);
+            if !pipe.items.is_empty() {
+                self.last_batch.store(pipe.items.len(), Ordering::Relaxed);
+            }
             (
                 std::mem::take(&mut pipe.items),
                 wal.submitted(),
