@@ -487,8 +487,8 @@ impl Store {
     /// one flush covers everything appended meanwhile, by any task. Nothing is ever read
     /// before it is durable. A crash before that flush loses the event (and every later one
     /// of the task), never an earlier one, and nobody has seen it. In `none` mode the record
-    /// is written to the log file before this returns and published at the flusher's next
-    /// drain (no `fdatasync`); in `event` mode this is [`append`](Self::append).
+    /// waits in the log's buffer and the flusher's next drain writes it, with the rest of
+    /// its batch, and publishes it (no `fdatasync`); in `event` mode this is [`append`](Self::append).
     ///
     /// A producer that must know the event is durable before it does something else calls
     /// [`wait_durable`](Self::wait_durable) with the seq.

@@ -127,7 +127,7 @@ struct Queue {
     spare: Vec<u8>,
     /// The LSN after everything submitted.
     submitted: u64,
-    /// The LSN up to which everything is written and flushed.
+    /// The LSN up to which everything is written (and flushed, in `group` mode).
     durable: u64,
     /// Whether a leader is writing a batch right now.
     flushing: bool,
@@ -305,22 +305,40 @@ impl Wal {
     /// With `wait`, returns once they are durable as the mode says; without, they are only
     /// ordered before every later submission (and written no later than the next durable
     /// submission or rotation).
+    ///
+    /// In `none` mode a submission is written at once whether or not it waits (only
+    /// [`submit_deferred`](Self::submit_deferred) leaves one in the buffer).
     pub(crate) fn submit(&self, bytes: &[u8], wait: bool) -> Result<u64, WalError> {
         match self.mode {
-            Durability::Event | Durability::None => {
+            Durability::Event => {
                 let mut seg = lock(&self.segment);
                 let at = seg.start + seg.len;
                 self.write(&mut seg, bytes)?;
-                if wait && self.mode == Durability::Event {
+                if wait {
                     self.sync(&mut seg)?;
                 }
                 Ok(at)
             }
-            Durability::Group => self.submit_group(bytes, wait),
+            Durability::Group => self.submit_queued(bytes, wait),
+            Durability::None => self.submit_queued(bytes, true),
         }
     }
 
-    fn submit_group(&self, bytes: &[u8], wait: bool) -> Result<u64, WalError> {
+    /// Appends `bytes` to the log's buffer without writing them, in every mode but `event`
+    /// (where this is `submit` without waiting): they are written (and flushed, in `group`
+    /// mode) by the next [`flush_through`](Self::flush_through) covering them, a waiting
+    /// submission, or a rotation. For the pipeline, which publishes nothing before such a
+    /// flush: in `none` mode, one `write` then covers a whole batch instead of one each.
+    pub(crate) fn submit_deferred(&self, bytes: &[u8]) -> Result<u64, WalError> {
+        match self.mode {
+            Durability::Event => self.submit(bytes, false),
+            Durability::Group | Durability::None => self.submit_queued(bytes, false),
+        }
+    }
+
+    /// A submission through the buffer (`group` and `none` mode): with `wait`, the caller
+    /// leads (or waits for) the write of everything pending, flushed in `group` mode.
+    fn submit_queued(&self, bytes: &[u8], wait: bool) -> Result<u64, WalError> {
         let mut q = lock(&self.queue);
         if q.failed {
             return Err(WalError::Failed);
@@ -373,15 +391,12 @@ impl Wal {
 
     /// Returns once everything submitted before `lsn` is durable as the mode says (group
     /// mode: written and covered by an `fdatasync`, by this thread as the leader, or by the
-    /// leader already flushing it). In the other modes a submission is written at once; this
-    /// only flushes it in `event` mode.
+    /// leader already flushing it; `none` mode: written, with no `fdatasync`). In `event` mode
+    /// a submission is written at once; this flushes it.
     pub(crate) fn flush_through(&self, lsn: u64) -> Result<(), WalError> {
-        if self.mode != Durability::Group {
-            if self.mode == Durability::Event {
-                let mut seg = lock(&self.segment);
-                self.sync(&mut seg)?;
-            }
-            return Ok(());
+        if self.mode == Durability::Event {
+            let mut seg = lock(&self.segment);
+            return self.sync(&mut seg);
         }
         let mut q = lock(&self.queue);
         loop {
@@ -429,8 +444,13 @@ impl Wal {
         drop(q);
         let result = {
             let mut seg = lock(&self.segment);
-            self.write(&mut seg, &batch)
-                .and_then(|()| self.sync(&mut seg))
+            self.write(&mut seg, &batch).and_then(|()| {
+                if self.mode == Durability::Group {
+                    self.sync(&mut seg)
+                } else {
+                    Ok(())
+                }
+            })
         };
         batch.clear();
         let mut q = lock(&self.queue);
@@ -485,8 +505,8 @@ impl Wal {
     /// The LSN after everything submitted so far.
     pub(crate) fn submitted(&self) -> u64 {
         match self.mode {
-            Durability::Group => self.submitted.load(Ordering::Relaxed),
-            Durability::Event | Durability::None => {
+            Durability::Group | Durability::None => self.submitted.load(Ordering::Relaxed),
+            Durability::Event => {
                 let seg = lock(&self.segment);
                 seg.start + seg.len
             }
@@ -500,7 +520,7 @@ impl Wal {
     /// checkpoint gate exclusively).
     pub(crate) fn rotate(&self) -> Result<u64, WalError> {
         let mut seg = lock(&self.segment);
-        if self.mode == Durability::Group {
+        if self.mode != Durability::Event {
             let mut q = lock(&self.queue);
             if q.failed {
                 return Err(WalError::Failed);

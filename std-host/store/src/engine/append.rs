@@ -298,8 +298,8 @@ impl Engine {
 
     /// Whether appends go through the pipeline: `group` and `none` mode with a log (in memory,
     /// where nothing is logged, an append is visible at once whatever the mode). In `none`
-    /// mode a submission is written to the log file at once and a drain flushes nothing, so
-    /// the pipeline only takes sled off the appender's path.
+    /// mode a drain writes the batch with one `write` and no `fdatasync`: the pipeline takes
+    /// sled and the per-event system call off the appender's path.
     pub(super) fn pipelined(&self) -> bool {
         self.durability != Durability::Event && self.wal.is_some()
     }
@@ -316,7 +316,7 @@ impl Engine {
                 return Err(StoreError::Failed);
             }
             let mut pipe = lock(&self.pipe);
-            match wal.submit(&pending.buf, false) {
+            match wal.submit_deferred(&pending.buf) {
                 Ok(lsn) => pending.lsn = lsn,
                 Err(e) => {
                     drop(pipe);

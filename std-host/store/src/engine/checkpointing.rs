@@ -247,7 +247,7 @@ impl Engine {
         let _gate = lock_read(&self.gate);
         table.relocate(
             &from,
-            |bytes| self.fail_stop(wal.submit(bytes, false).map_err(StoreError::Wal)),
+            |bytes| self.fail_stop(wal.submit_deferred(bytes).map_err(StoreError::Wal)),
             || self.fail_stop(wal.flush_through(wal.submitted()).map_err(StoreError::Wal)),
         )
     }

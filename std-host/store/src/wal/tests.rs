@@ -442,3 +442,28 @@ fn writes_without_waiting_are_ordered_and_flushed_by_the_next_wait() {
     drop(wal);
     assert_eq!(replay(dir.path(), 0).0, expected("a", 3));
 }
+
+#[test]
+fn in_none_mode_deferred_submissions_are_written_once_per_flush_and_never_synced() {
+    let dir = tempfile::tempdir().unwrap();
+    let wal = Wal::open(dir.path(), Durability::None, 0, SegmentFiles::new()).unwrap();
+    let first = wal.submit_deferred(&event_bytes("a", 0)).unwrap();
+    let second = wal.submit_deferred(&event_bytes("a", 1)).unwrap();
+    assert_eq!(first, 0);
+    assert_eq!(second, event_bytes("a", 0).len() as u64, "LSNs run on");
+    assert_eq!(wal.stats().writes, 0, "deferred: nothing written yet");
+    wal.flush_through(wal.submitted()).unwrap();
+    assert_eq!(wal.stats().writes, 1, "one write for the batch");
+    assert_eq!(
+        replay(dir.path(), 0).0,
+        expected("a", 2),
+        "written to the file"
+    );
+    // A plain submission is written at once in `none` mode, after what is still deferred.
+    wal.submit_deferred(&event_bytes("a", 2)).unwrap();
+    wal.submit(&event_bytes("a", 3), false).unwrap();
+    assert_eq!(wal.stats().writes, 2);
+    assert_eq!(wal.stats().syncs, 0, "none mode never syncs");
+    drop(wal);
+    assert_eq!(replay(dir.path(), 0).0, expected("a", 4));
+}
