@@ -4,6 +4,7 @@
 
 pub(crate) use crate::common::client;
 mod crash;
+mod durable_order;
 mod faults;
 mod lifecycle;
 mod recovery;
