@@ -78,6 +78,18 @@ fn log_append(c: &mut Criterion) {
         });
     }
 
+    // In memory (`--in-memory`): `Store::emit` puts the event into the in-memory index and
+    // publishes it at once; what an emitting tool pays per event. At the default retention
+    // (after the first 10 000, every append also drops the oldest), so memory stays flat.
+    {
+        let store = open(None, Durability::None, RetentionPolicy::DEFAULT);
+        let id = task_id(0);
+        create_task(&store, &id);
+        group.bench_function("in_memory_emit", |b| {
+            b.iter(|| black_box(store.emit(&id, TICK, &payload, now()).expect("emit")))
+        });
+    }
+
     // Pipelined (`Store::emit`, group mode): one task appends without waiting; each event is
     // published once a flush covers it, one flush per batch of whatever is pending. Measured
     // from the first emit to the last one durable and visible (`wait_durable`).

@@ -200,7 +200,85 @@ pub fn encoded_len(record: &Record<'_>) -> Result<usize, RecordError> {
 /// # Errors
 /// The validation errors of [`decode`], or [`RecordError::BufferTooSmall`].
 pub fn encode<'b>(record: &Record<'_>, buf: &'b mut [u8]) -> Result<&'b [u8], RecordError> {
+    encode_with(record, buf, crc32c)
+}
+
+/// [`encode`] with the caller's CRC-32C, as for [`decode_written_with`] (it must compute
+/// exactly [`crc32c`]).
+///
+/// # Errors
+/// As [`encode`].
+pub fn encode_with<'b>(
+    record: &Record<'_>,
+    buf: &'b mut [u8],
+    crc32c: impl FnOnce(&[u8]) -> u32,
+) -> Result<&'b [u8], RecordError> {
     validate(record)?;
+    write_frame(record, buf, crc32c)
+}
+
+/// [`encode`] for a record whose event type and payload the caller has validated already:
+/// `checked` holds them as an [`EventType`] and a compact [`crate::event::Payload`] over the
+/// very bytes the record's event refers to, and the JSON is not scanned a second time (the
+/// task id, and a transition's state, still are). With any other `checked` — other bytes, a
+/// payload not in compact form, a record without an event — the record is validated in full,
+/// so a wrong proof costs time, never a bad record. `crc32c` is the caller's CRC-32C, as for
+/// [`decode_written_with`] (it must compute exactly [`crc32c`]).
+///
+/// # Errors
+/// As [`encode`].
+pub fn encode_checked<'b>(
+    record: &Record<'_>,
+    checked: (EventType<'_>, crate::event::Payload<'_>),
+    buf: &'b mut [u8],
+    crc32c: impl FnOnce(&[u8]) -> u32,
+) -> Result<&'b [u8], RecordError> {
+    let (ty, payload) = checked;
+    let proven = record.event().is_some_and(|e| {
+        same_bytes(e.event_type.as_bytes(), ty.as_str().as_bytes())
+            && payload
+                .as_compact()
+                .is_some_and(|c| same_bytes(c, e.payload))
+    });
+    if proven {
+        validate_task_id(record.task_id())?;
+        if let Record::Transition { state, .. } = record {
+            json::validate_object(state).map_err(RecordError::InvalidJson)?;
+        }
+    } else {
+        validate(record)?;
+    }
+    write_frame(record, buf, crc32c)
+}
+
+/// Whether `a` and `b` are the same bytes in memory (not merely equal).
+fn same_bytes(a: &[u8], b: &[u8]) -> bool {
+    core::ptr::eq(a.as_ptr(), b.as_ptr()) && a.len() == b.len()
+}
+
+/// An upper bound of [`encoded_len`] found without serialising: the strings' lengths plus
+/// the most every length prefix, integer and tag can take. For sizing a buffer once.
+#[must_use]
+pub fn max_encoded_len(record: &Record<'_>) -> usize {
+    // A tag, three length prefixes (5 bytes each at most, for lengths below 2^32) and two
+    // 64-bit varints (10 each) cover every variant's fixed fields.
+    const FIXED: usize = 5 + 3 * 5 + 2 * 10;
+    let strings = match record {
+        Record::Event(e) => e.task_id.len() + e.event_type.len() + e.payload.len(),
+        Record::Transition { event: e, state } => {
+            e.task_id.len() + e.event_type.len() + e.payload.len() + state.len() + 5
+        }
+        Record::Truncate { task_id, .. } | Record::Remove { task_id } => task_id.len(),
+    };
+    OVERHEAD_BYTES + FIXED + strings
+}
+
+/// Writes the frame of a validated `record` at the start of `buf`.
+fn write_frame<'b>(
+    record: &Record<'_>,
+    buf: &'b mut [u8],
+    crc32c: impl FnOnce(&[u8]) -> u32,
+) -> Result<&'b [u8], RecordError> {
     if buf.len() < OVERHEAD_BYTES {
         return Err(RecordError::BufferTooSmall);
     }

@@ -322,3 +322,71 @@ proptest::proptest! {
         proptest::prop_assert_eq!(crc32c(&data), !crc);
     }
 }
+
+#[test]
+fn the_length_bound_holds_for_every_kind_at_the_largest_integers() {
+    let big = EventRecord {
+        seq: Seq::new(u64::MAX >> 1).unwrap_or(Seq::ZERO),
+        at: Millis(u64::MAX),
+        ..TICK
+    };
+    for record in [
+        event(0),
+        Record::Event(big),
+        Record::Transition {
+            event: big,
+            state: br#"{"status":"working"}"#,
+        },
+        Record::Truncate {
+            task_id: "t1",
+            before: big.seq,
+        },
+        Record::Remove { task_id: "t1" },
+    ] {
+        let exact = encoded_len(&record).unwrap();
+        let bound = max_encoded_len(&record);
+        assert!(bound >= exact, "{record:?}: bound {bound} < {exact}");
+        assert!(
+            bound <= exact + 64,
+            "{record:?}: bound {bound} far above {exact}"
+        );
+    }
+}
+
+#[test]
+fn encode_checked_writes_what_encode_writes_and_trusts_only_a_proof_over_the_same_bytes() {
+    let payload = crate::event::Payload::new(TICK.payload).unwrap();
+    let ty = EventType::new(TICK.event_type).unwrap();
+    let record = event(7);
+    let mut a = vec![0u8; 128];
+    let mut b = vec![0u8; 128];
+    assert_eq!(
+        encode_checked(&record, (ty, payload), &mut a, crc32c).unwrap(),
+        encode(&record, &mut b).unwrap()
+    );
+    // A record whose payload is not JSON, with a "proof" over other, valid bytes: refused, as
+    // `encode` refuses it.
+    let bad = Record::Event(EventRecord {
+        payload: b"{not json",
+        ..TICK
+    });
+    assert_eq!(
+        encode_checked(&bad, (ty, payload), &mut a, crc32c).map(<[u8]>::len),
+        encode(&bad, &mut b).map(<[u8]>::len)
+    );
+    assert!(matches!(
+        encode_checked(&bad, (ty, payload), &mut a, crc32c),
+        Err(RecordError::InvalidJson(_))
+    ));
+    // A bad task id is refused even with a proof.
+    let copy = TICK.payload;
+    let bad_id = Record::Event(EventRecord {
+        task_id: "",
+        payload: copy,
+        ..TICK
+    });
+    assert_eq!(
+        encode_checked(&bad_id, (ty, payload), &mut a, crc32c),
+        Err(RecordError::InvalidTaskId)
+    );
+}

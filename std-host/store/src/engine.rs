@@ -28,7 +28,7 @@ use taskstream_core::record::{self, EventRecord, Record};
 use taskstream_core::{EventType, Millis, Payload, Retained, RetentionPolicy, Seq};
 
 use super::checkpoint;
-use super::index::{encode_into, Index};
+use super::index::{encode_checked_into, encode_into, Index};
 use super::layout::{self, Generation};
 use super::wal::{self, Wal};
 use super::{
@@ -130,19 +130,6 @@ impl Pending {
             task_id: &self.task_id,
             before,
         })
-    }
-
-    /// The same, with its records encoded into `buf`.
-    fn encoded(mut self) -> Result<Pending, StoreError> {
-        let mut buf = Vec::with_capacity(self.payload.len() + 128);
-        encode_into(&self.record(), &mut buf)?;
-        let event_len = buf.len();
-        if let Some(t) = self.truncate() {
-            encode_into(&t, &mut buf)?;
-        }
-        self.buf = buf;
-        self.event_len = event_len;
-        Ok(self)
     }
 
     /// Its records with their encodings and LSNs, in log order.

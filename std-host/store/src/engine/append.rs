@@ -111,7 +111,8 @@ impl Engine {
         wait: bool,
     ) -> Result<Seq, AppendError> {
         // The limit is for the events tools emit; the store's own status events always fit.
-        let compact = self.stored_payload(event_type, payload, matches!(op, Op::Append))?;
+        let (ty, checked, compact) =
+            self.stored_payload(event_type, payload, matches!(op, Op::Append))?;
         let compact: &[u8] = &compact;
 
         let size = (event_type.len() + compact.len()) as u64;
@@ -184,6 +185,29 @@ impl Engine {
             Some(r) => (size + r, events_freed + old_record_bytes),
             None => (size, events_freed),
         };
+        // Encoded from the caller's bytes, which `checked` proves valid: the JSON is not
+        // scanned again.
+        let event = EventRecord {
+            task_id,
+            seq,
+            at: now,
+            event_type,
+            payload: compact,
+        };
+        let record = match &state {
+            Some(state) => Record::Transition { event, state },
+            None => Record::Event(event),
+        };
+        let mut buf = Vec::with_capacity(record::max_encoded_len(&record) + 64);
+        encode_checked_into(&record, (ty, checked), &mut buf).map_err(AppendError::Storage)?;
+        let event_len = buf.len();
+        if floor > earliest {
+            let truncate = Record::Truncate {
+                task_id,
+                before: floor,
+            };
+            encode_into(&truncate, &mut buf).map_err(AppendError::Storage)?;
+        }
         self.reserve(size, freed, finishing)?;
 
         let pending = Pending {
@@ -196,9 +220,9 @@ impl Engine {
             payload: compact.to_vec(),
             state,
             floor: (floor > earliest).then_some(floor),
-            buf: Vec::new(),
+            buf,
             lsn: 0,
-            event_len: 0,
+            event_len,
             new_record,
             new_record_bytes,
             events_freed,
@@ -226,13 +250,17 @@ impl Engine {
     /// The checks every append makes (a valid type, a JSON object payload, within
     /// `max_payload_bytes` when `limited`, a store that has not failed), and the payload in
     /// its stored, compact form (borrowed when it already is compact).
-    fn stored_payload<'p>(
+    ///
+    /// Also the validated type and payload, which prove the record encoded from these bytes
+    /// valid (see `record::encode_checked`).
+    #[allow(clippy::type_complexity)]
+    fn stored_payload<'t, 'p>(
         &self,
-        event_type: &str,
+        event_type: &'t str,
         payload: &'p [u8],
         limited: bool,
-    ) -> Result<Cow<'p, [u8]>, AppendError> {
-        EventType::new(event_type).map_err(AppendError::InvalidType)?;
+    ) -> Result<(EventType<'t>, Payload<'p>, Cow<'p, [u8]>), AppendError> {
+        let ty = EventType::new(event_type).map_err(AppendError::InvalidType)?;
         let p = Payload::new(payload).map_err(AppendError::InvalidPayload)?;
         let limit = self.retention.max_payload_bytes;
         if limited && p.compact_len() > limit as usize {
@@ -253,7 +281,7 @@ impl Engine {
         if self.failed.load(Ordering::Acquire) {
             return Err(AppendError::Storage(StoreError::Failed));
         }
-        Ok(compact)
+        Ok((ty, p, compact))
     }
 
     /// Makes a reserved append durable and visible as the mode says: queued for the next
@@ -267,7 +295,6 @@ impl Engine {
         ahead: Ahead,
         wait: bool,
     ) -> Result<Option<u64>, StoreError> {
-        let pending = pending.encoded()?;
         if self.pipelined() {
             // Backpressure: when sled falls behind, this appender applies what is published
             // (outside any drain: the flusher goes on publishing meanwhile).
