@@ -234,10 +234,12 @@ impl Engine {
         };
         // A creation or an end waits for durability whatever the caller asked.
         let wait = wait || new_record_bytes.is_some();
-        let queued = self.commit(&slot, pending, ahead, wait).map_err(|e| {
-            self.release(size, freed);
-            AppendError::Storage(e)
-        })?;
+        let queued = self
+            .commit(&slot, pending, ahead, wait, (ty, checked))
+            .map_err(|e| {
+                self.release(size, freed);
+                AppendError::Storage(e)
+            })?;
         // Queued: a failed flush from here on is the store's (fail-stop), and the reservation
         // belongs to the queued append.
         if let Some(ticket) = queued {
@@ -288,12 +290,16 @@ impl Engine {
     /// flush, answering the ticket to drain through when `wait` (or when the queue is full);
     /// or, in `event` mode and in memory, written, applied and published at once. On an error
     /// nothing was queued, and the caller releases the reservation.
+    ///
+    /// `checked` is the append's validated type and payload (the caller's bytes), which an
+    /// append published here puts into the read cache without validating them again.
     fn commit(
         &self,
         slot: &LiveTask,
         pending: Pending,
         ahead: Ahead,
         wait: bool,
+        checked: (EventType<'_>, Payload<'_>),
     ) -> Result<Option<u64>, StoreError> {
         if self.pipelined() {
             // Backpressure: when sled falls behind, this appender applies what is published
@@ -318,7 +324,7 @@ impl Engine {
         })?;
         let mut pending = pending;
         pending.lsn = logged_at;
-        self.publish(&Arc::new(pending), false);
+        self.publish_checked(&Arc::new(pending), false, Some(checked));
         self.changes.notify();
         Ok(None)
     }
@@ -504,6 +510,17 @@ impl Engine {
     /// Makes a durable append visible: the task's published state, its read cache, and (when
     /// it is not yet in the index, `unapplied`) its task's unapplied set.
     pub(super) fn publish(&self, p: &Arc<Pending>, unapplied: bool) {
+        self.publish_checked(p, unapplied, None);
+    }
+
+    /// [`publish`](Self::publish), given the append's type and payload already validated
+    /// (the same text as `p`'s, from which `p` was made), so the cache takes them as they are.
+    fn publish_checked(
+        &self,
+        p: &Arc<Pending>,
+        unapplied: bool,
+        checked: Option<(EventType<'_>, Payload<'_>)>,
+    ) {
         let mut st = lock(&p.slot.state);
         if unapplied {
             st.unapplied.push_back(Arc::clone(p));
@@ -538,9 +555,12 @@ impl Engine {
         }
         if st.record.status.is_terminal() {
             st.cache = None;
-        } else if let (Ok(ty), Ok(payload)) =
-            (EventType::new(&p.event_type), Payload::new(&p.payload))
-        {
+        } else if let Some((ty, payload)) = checked.or_else(|| {
+            Some((
+                EventType::new(&p.event_type).ok()?,
+                Payload::new(&p.payload).ok()?,
+            ))
+        }) {
             let cache = st
                 .cache
                 .get_or_insert_with(|| Box::new(Cache::resuming_at(p.seq)));
