@@ -34,11 +34,12 @@ impl Received {
     }
 }
 
-/// Counts event lines (see [`is_event`]) until `expected` arrived, ignoring other lines.
-/// Returns early (with fewer events) at the end of the input.
+/// Counts event lines (see [`is_event`]) until `expected` arrived, ignoring other lines but
+/// error answers. Returns early (with fewer events) at the end of the input.
 ///
 /// # Errors
-/// The reader's error.
+/// The reader's error, or an error answer (a stream that fell behind retention, say), which
+/// would otherwise leave the count waiting forever.
 pub fn count_events<R: io::Read>(
     lines: &mut Lines<R>,
     start: Instant,
@@ -51,6 +52,13 @@ pub fn count_events<R: io::Read>(
             break;
         };
         if !is_event(line) {
+            if let Ok(v) = serde_json::from_slice::<serde_json::Value>(line) {
+                if v.get("error").is_some() {
+                    return Err(protocol(format!(
+                        "an error answer while events were expected: {v}"
+                    )));
+                }
+            }
             continue;
         }
         if got.events == 0 {

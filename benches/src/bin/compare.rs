@@ -455,10 +455,20 @@ fn workloads<'a>(o: &'a Options, peers: &'a mut Peers) -> Vec<Workload<'a>> {
     }));
 
     let d = o.durable_live_events;
+    // Every event retained, as in the other live workloads (the default limit, 10 000, would
+    // end the stream with events_gone once the reader fell that far behind).
+    let max_durable = (d + 10).to_string();
     w.push(Box::new(move || {
         let dir = scratch_dir();
         let data_dir = dir.path().to_string_lossy().into_owned();
-        let server = taskstream(&["--data-dir", &data_dir, "--durability", "group"]);
+        let server = taskstream(&[
+            "--data-dir",
+            &data_dir,
+            "--durability",
+            "group",
+            "--max-events-per-task",
+            &max_durable,
+        ]);
         vec![(
             "taskstream_stdio_live_durable_group",
             live_emit(server, d, data),
