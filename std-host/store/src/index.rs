@@ -572,11 +572,8 @@ fn loc(raw: &[u8], lsn: u64) -> Loc {
 }
 
 fn encode(rec: &Record<'_>) -> Result<Vec<u8>, StoreError> {
-    let mut buf = vec![0; record::encoded_len(rec).map_err(StoreError::Record)?];
-    let n = record::encode(rec, &mut buf)
-        .map_err(StoreError::Record)?
-        .len();
-    buf.truncate(n);
+    let mut buf = Vec::new();
+    encode_into(rec, &mut buf)?;
     Ok(buf)
 }
 

@@ -198,15 +198,15 @@ impl Engine {
             Some(state) => Record::Transition { event, state },
             None => Record::Event(event),
         };
-        let mut buf = Vec::with_capacity(record::max_encoded_len(&record) + 64);
+        let new_floor = (floor > earliest).then_some(floor);
+        let truncate = new_floor.map(|before| Record::Truncate { task_id, before });
+        let mut buf = Vec::with_capacity(
+            record::max_encoded_len(&record) + truncate.as_ref().map_or(0, record::max_encoded_len),
+        );
         encode_checked_into(&record, (ty, checked), &mut buf).map_err(AppendError::Storage)?;
         let event_len = buf.len();
-        if floor > earliest {
-            let truncate = Record::Truncate {
-                task_id,
-                before: floor,
-            };
-            encode_into(&truncate, &mut buf).map_err(AppendError::Storage)?;
+        if let Some(truncate) = &truncate {
+            encode_into(truncate, &mut buf).map_err(AppendError::Storage)?;
         }
         self.reserve(size, freed, finishing)?;
 
@@ -219,7 +219,7 @@ impl Engine {
             event_type: event_type.to_owned(),
             payload: compact.to_vec(),
             state,
-            floor: (floor > earliest).then_some(floor),
+            floor: new_floor,
             buf,
             lsn: 0,
             event_len,
