@@ -85,12 +85,19 @@ impl Server {
 
     /// `taskstream COMMAND ARGS` with `env` added to its environment.
     pub(crate) fn spawn_command(command: &str, args: &[&str], env: &[(&str, &str)]) -> Server {
-        let mut child = Command::new(bin())
-            .arg(command)
+        let mut cmd = Command::new(bin());
+        cmd.arg(command)
             .args(args)
             .env_remove("TASKSTREAM_PRINCIPAL")
             .env("TASKSTREAM_LOG", "info")
-            .envs(env.iter().copied())
+            .envs(env.iter().copied());
+        Server::spawn_from(cmd)
+    }
+
+    /// `cmd` (the server, or a program that runs it, such as a tracer) with its stdio piped
+    /// to this client; its environment is the caller's to set.
+    pub(crate) fn spawn_from(mut cmd: Command) -> Server {
+        let mut child = cmd
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())

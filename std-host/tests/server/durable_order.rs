@@ -7,15 +7,12 @@
 //! `strace` is missing or may not trace (the test scripts install it).
 
 use std::collections::{BTreeSet, HashMap};
-use std::io::{BufRead, BufReader, Write};
 use std::path::Path;
 use std::process::{Command, Stdio};
-use std::sync::mpsc::channel;
-use std::time::{Duration, Instant};
 
-use serde_json::{json, Value};
+use serde_json::json;
 
-use super::client::bin;
+use super::client::{bin, Server};
 
 const EVENTS: u64 = 3000;
 
@@ -142,81 +139,30 @@ impl Replay {
 fn traced_run(dir: &Path, mode: &str) -> Replay {
     let trace = dir.join(format!("{mode}.strace"));
     let data = dir.join(mode);
-    let mut child = Command::new("strace")
-        .args(["-f", "-y", "-qq", "-s", "8388608"])
+    let mut cmd = Command::new("strace");
+    cmd.args(["-f", "-y", "-qq", "-s", "8388608"])
         .args(["-e", "trace=write,writev,pwrite64,fdatasync"])
         .arg("-o")
         .arg(&trace)
         .arg(bin())
         .args(["serve", "--durability", mode, "--data-dir"])
         .arg(&data)
-        .env_remove("TASKSTREAM_PRINCIPAL")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("spawn strace");
-    let mut stdin = child.stdin.take().expect("stdin");
-    let stdout = child.stdout.take().expect("stdout");
-    let (tx, rx) = channel();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stdout).lines() {
-            let Ok(line) = line else { break };
-            let Ok(v) = serde_json::from_str::<Value>(&line) else {
-                break;
-            };
-            if tx.send(v).is_err() {
-                break;
-            }
-        }
-    });
-    let deadline = Instant::now() + Duration::from_secs(120);
-    let next = |want: &dyn Fn(&Value) -> bool| -> Value {
-        loop {
-            let left = deadline.saturating_duration_since(Instant::now());
-            let v = rx
-                .recv_timeout(left)
-                .unwrap_or_else(|_| panic!("{mode}: no answer in time"));
-            if want(&v) {
-                return v;
-            }
-        }
-    };
-    let send = |stdin: &mut std::process::ChildStdin, v: Value| {
-        writeln!(stdin, "{v}").expect("write");
-        stdin.flush().expect("flush");
-    };
-    send(
-        &mut stdin,
-        json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-        "protocolVersion": "2025-11-25", "capabilities": {},
-        "clientInfo": {"name": "test", "version": "1"}}}),
+        .env_remove("TASKSTREAM_PRINCIPAL");
+    let mut s = Server::spawn_from(cmd);
+    s.initialize("2025-11-25");
+    let created = s.ok(
+        "tools/call",
+        json!({"name": "emit", "arguments": {"count": EVENTS, "payload_bytes": 40},
+               "task": {"ttl": 600_000}}),
     );
-    next(&|v| v["id"] == 1);
-    send(
-        &mut stdin,
-        json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
-    );
-    send(
-        &mut stdin,
-        json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {
-        "name": "emit", "arguments": {"count": EVENTS, "payload_bytes": 40},
-        "task": {"ttl": 600_000}}}),
-    );
-    let created = next(&|v| v["id"] == 2);
-    let task = created["result"]["task"]["taskId"]
+    let task = created["task"]["taskId"]
         .as_str()
         .unwrap_or_else(|| panic!("{mode}: no task in {created}"))
         .to_owned();
-    send(
-        &mut stdin,
-        json!({"jsonrpc": "2.0", "id": 3, "method": "tasks/stream", "params": {"taskId": task}}),
-    );
     // The events themselves are judged from the trace; the stream's end is what is awaited.
-    let end = next(&|v| v["id"] == 3);
+    let end = s.call("tasks/stream", json!({"taskId": task}));
     assert!(end.get("result").is_some(), "{mode}: stream ended {end}");
-    drop(stdin);
-    let status = child.wait().expect("wait");
+    let status = s.shutdown();
     assert!(
         status.success(),
         "{mode}: server under strace exited {status}"
