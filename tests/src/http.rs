@@ -34,6 +34,9 @@ const SESSION: &str = "mcp-session-id";
 const MAX_HEAD_BYTES: usize = 64 * 1024;
 /// Bound on one body or one SSE event.
 const MAX_BODY_BYTES: usize = 16 * 1024 * 1024;
+/// How long sending a notification waits for its answer (the server handles it first) before
+/// going on regardless, for a server that never answers one.
+const NOTIFICATION_ANSWER: Duration = Duration::from_secs(10);
 
 /// An endpoint `http://host:port/path`.
 #[derive(Clone, Debug)]
@@ -229,12 +232,21 @@ impl HttpConn {
         }
         let shared = Arc::clone(&self.shared);
         let initialize = method.as_deref() == Some("initialize");
+        let notification = id.is_none();
+        let (done, answered) = std::sync::mpsc::channel();
         thread::spawn(move || {
             let _ = shared.read_response(socket, &cancelled, initialize);
             if let Some(id) = id {
                 lock(&shared.in_flight).remove(&id);
             }
+            let _ = done.send(());
         });
+        if notification {
+            // Each POST is a connection of its own, so a notification is ordered before the
+            // next message only once it is answered (202): a `notifications/cancelled`
+            // followed by a barrier request must reach the server first, as on stdio.
+            let _ = answered.recv_timeout(NOTIFICATION_ANSWER);
+        }
         Ok(())
     }
 
