@@ -155,11 +155,21 @@ struct Pipe {
     stop: bool,
     /// Appends queued so far: the ticket of the last one.
     queued: u64,
-    /// A waiter is draining (the leader); the others wait on `drained`.
+    /// A waiter is draining (the leader); the others wait in `waiters`.
     draining: bool,
+    /// The threads waiting for the drain under way to end: each parked, woken by the leader
+    /// on its own (no condition variable whose waiters all wake and queue for this lock).
+    waiters: Vec<Waiter>,
     /// While a leader gathers (waits for the appenders of the last batch to queue again before
     /// it flushes): how many queued appends end its wait. 0 otherwise.
     gather_target: usize,
+}
+
+/// A thread parked until the append with `ticket` is published, or until a drain ends that
+/// does not cover it (then it may lead the next one).
+struct Waiter {
+    ticket: u64,
+    thread: std::thread::Thread,
 }
 
 /// The pipeline's (`group` and `none` mode) published appends that are durable but not yet in
@@ -305,8 +315,6 @@ pub(crate) struct Engine {
     pipe: Mutex<Pipe>,
     /// Wakes the flusher when the pipe gets its first append.
     pipe_cond: Condvar,
-    /// Wakes the waiters of a drain when it ends.
-    drained: Condvar,
     /// One drain of the pipe at a time (taken before the gate), so appends are published in
     /// log order.
     flushing: Mutex<()>,
@@ -373,7 +381,6 @@ impl Engine {
             checkpointing: Mutex::new(()),
             pipe: Mutex::new(Pipe::default()),
             pipe_cond: Condvar::new(),
-            drained: Condvar::new(),
             flushing: Mutex::new(()),
             published: AtomicU64::new(0),
             last_batch: AtomicUsize::new(0),

@@ -389,22 +389,23 @@ impl Engine {
         if !self.pipelined() {
             return Ok(());
         }
-        let mut pipe = lock(&self.pipe);
         loop {
             if self.published.load(Ordering::Acquire) >= ticket {
-                return if self.failed.load(Ordering::Acquire) {
-                    Err(StoreError::Failed)
-                } else {
-                    Ok(())
-                };
+                return self.drain_outcome();
+            }
+            let mut pipe = lock(&self.pipe);
+            if self.published.load(Ordering::Acquire) >= ticket {
+                return self.drain_outcome();
             }
             if pipe.draining {
-                // Group commit: the leader's drain may cover this append; look again when
-                // it ends.
-                pipe = self
-                    .drained
-                    .wait(pipe)
-                    .unwrap_or_else(std::sync::PoisonError::into_inner);
+                // Group commit: the leader's drain may cover this append. Parked until the
+                // leader wakes this thread (a spurious return just looks again).
+                pipe.waiters.push(Waiter {
+                    ticket,
+                    thread: std::thread::current(),
+                });
+                drop(pipe);
+                std::thread::park();
                 continue;
             }
             pipe.draining = true;
@@ -417,10 +418,46 @@ impl Engine {
                 let _gate = lock_read(&self.gate);
                 self.drain_locked()
             };
-            pipe = lock(&self.pipe);
-            pipe.draining = false;
-            self.drained.notify_all();
+            self.end_drain();
             result?;
+        }
+    }
+
+    /// What a waiter whose append is covered returns: an append dropped by a failed drain
+    /// counts as covered, and its waiter learns of the failure here.
+    fn drain_outcome(&self) -> Result<(), StoreError> {
+        if self.failed.load(Ordering::Acquire) {
+            Err(StoreError::Failed)
+        } else {
+            Ok(())
+        }
+    }
+
+    /// A leader's end of its drain: wakes each waiter the drain covered, and one it did not
+    /// (which leads the next drain, or finds one under way and waits again), each on its own
+    /// and outside the pipe's lock. Every waiter was registered while this drain ran, so
+    /// none is left without a drain that will wake it.
+    fn end_drain(&self) {
+        let woken: Vec<Waiter> = {
+            let mut pipe = lock(&self.pipe);
+            pipe.draining = false;
+            let published = self.published.load(Ordering::Acquire);
+            let mut next_leader = false;
+            let mut woken = Vec::with_capacity(pipe.waiters.len());
+            pipe.waiters.retain_mut(|w| {
+                let wake = w.ticket <= published || !std::mem::replace(&mut next_leader, true);
+                if wake {
+                    woken.push(Waiter {
+                        ticket: w.ticket,
+                        thread: w.thread.clone(),
+                    });
+                }
+                !wake
+            });
+            woken
+        };
+        for w in woken {
+            w.thread.unpark();
         }
     }
 
