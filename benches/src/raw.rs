@@ -42,6 +42,72 @@ pub fn fsync_appends(
     Ok(took)
 }
 
+/// The scheduler's bound on group commit with waiting appenders: `threads` threads each park
+/// until woken; one coordinator waits until all are parked, then wakes every one
+/// (`Thread::unpark`, one futex wake each), `cycles` times. Returns the time taken: per cycle,
+/// what a flush that releases `threads` waiting appenders costs on top of the device, with
+/// no appending at all.
+///
+/// # Panics
+/// If a thread cannot be spawned.
+#[must_use]
+pub fn wake_parked(threads: usize, cycles: u64) -> Duration {
+    use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+    use std::sync::Mutex;
+    let threads = threads.max(1);
+    let generation = AtomicU64::new(0);
+    let parked = AtomicUsize::new(0);
+    let handles: Mutex<Vec<std::thread::Thread>> = Mutex::new(Vec::with_capacity(threads));
+    let coordinator = std::thread::current();
+    std::thread::scope(|s| {
+        for _ in 0..threads {
+            let (generation, parked, handles, coordinator) =
+                (&generation, &parked, &handles, &coordinator);
+            s.spawn(move || {
+                let mut seen = 0;
+                while seen <= cycles {
+                    handles
+                        .lock()
+                        .unwrap_or_else(std::sync::PoisonError::into_inner)
+                        .push(std::thread::current());
+                    if parked.fetch_add(1, Ordering::AcqRel) + 1 == threads {
+                        coordinator.unpark();
+                    }
+                    loop {
+                        let g = generation.load(Ordering::Acquire);
+                        if g != seen {
+                            seen = g;
+                            break;
+                        }
+                        std::thread::park();
+                    }
+                }
+            });
+        }
+        let mut start = Instant::now();
+        for cycle in 0..=cycles {
+            while parked.load(Ordering::Acquire) < threads {
+                std::thread::park();
+            }
+            if cycle == 0 {
+                // Every thread spawned and parked once: the measured cycles start here.
+                start = Instant::now();
+            }
+            parked.store(0, Ordering::Release);
+            let woken = std::mem::take(
+                &mut *handles
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner),
+            );
+            generation.store(cycle + 1, Ordering::Release);
+            for t in woken {
+                t.unpark();
+            }
+        }
+        start.elapsed()
+    })
+}
+
 /// How a pipe writer produces its lines.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum PipeMode {

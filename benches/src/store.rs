@@ -129,6 +129,39 @@ pub fn append_concurrently(
     .elapsed()
 }
 
+/// Emits `total` events spread over `tasks` with [`Store::emit`] (one thread per task, all
+/// started together), pipelined: no emitter waits for the device until its share is out,
+/// then each waits once ([`Store::wait_durable`]) for its last event, which covers the rest.
+/// Returns the wall time from the start signal until every event was durable.
+///
+/// # Panics
+/// If an emit or the wait fails.
+pub fn emit_concurrently(store: &Store, tasks: &[String], total: u64, payload: &[u8]) -> Duration {
+    let k = tasks.len().max(1) as u64;
+    let barrier = std::sync::Barrier::new(tasks.len() + 1);
+    std::thread::scope(|s| {
+        for (i, id) in tasks.iter().enumerate() {
+            let share = total / k + u64::from((i as u64) < total % k);
+            let barrier = &barrier;
+            s.spawn(move || {
+                barrier.wait();
+                let mut last = None;
+                for _ in 0..share {
+                    last = Some(store.emit(id, TICK, payload, now()).expect("emit"));
+                }
+                if let Some(seq) = last {
+                    store.wait_durable(id, seq).expect("wait_durable");
+                }
+            });
+        }
+        barrier.wait();
+        let start = Instant::now();
+        // The scope joins every emitter before returning.
+        start
+    })
+    .elapsed()
+}
+
 /// The bytes one event with `payload` adds to the write-ahead log (its encoded record).
 ///
 /// # Panics

@@ -19,7 +19,9 @@ use taskstream_benches::http::HttpSession;
 use taskstream_benches::raw::{self, PipeMode};
 use taskstream_benches::stats::{median, range, rate, secs};
 use taskstream_benches::stdio::{Received, StdioServer};
-use taskstream_benches::store::{append_concurrently, create_task, fill, open, task_id};
+use taskstream_benches::store::{
+    append_concurrently, create_task, emit_concurrently, fill, open, task_id,
+};
 use taskstream_benches::{emit_data_len, payload_of, scratch_dir, taskstream_bin};
 use taskstream_core::{rpc, RetentionPolicy, Seq};
 use taskstream_store::Durability;
@@ -401,6 +403,50 @@ fn workloads<'a>(o: &'a Options, peers: &'a mut Peers) -> Vec<Workload<'a>> {
         ]
     }));
 
+    // Group commit as the pipelined path has it: K tasks emitting at once, none waiting for
+    // the device before its share is out; one flush covers whatever all of them emitted.
+    let p = payload.clone();
+    let rec = record.clone();
+    let emitted = o.events;
+    w.push(Box::new(move || {
+        let dir = scratch_dir();
+        let store = open(
+            Some(dir.path()),
+            Durability::Group,
+            taskstream_benches::store::retention_for(
+                usize::try_from(emitted).unwrap_or(usize::MAX),
+            ),
+        );
+        let tasks: Vec<String> = (0..k).map(task_id).collect();
+        for id in &tasks {
+            create_task(&store, id);
+        }
+        let before = store.stats().wal.syncs;
+        let took = emit_concurrently(&store, &tasks, emitted, &p);
+        let syncs = store.stats().wal.syncs - before;
+        let batch = emitted as f64 / syncs.max(1) as f64;
+        let mut group = Sample::rate(emitted, took);
+        group.batch = Some(batch);
+        drop(store);
+        let matched = (batch.round() as usize).max(1);
+        let n = usize::try_from(emitted).unwrap_or(usize::MAX);
+        let took = raw::fsync_appends(dir.path(), &rec, n, matched).expect("raw");
+        vec![
+            ("store_emit_group_K", group),
+            (
+                "raw_fdatasync_batch_matched_emit",
+                Sample::rate(emitted, took),
+            ),
+        ]
+    }));
+
+    // The scheduler's part of group commit with K waiting appenders: waking K parked threads.
+    w.push(Box::new(move || {
+        let cycles = 500;
+        let took = raw::wake_parked(k, cycles);
+        vec![("wake_K_parked_threads", Sample::rate(cycles, took))]
+    }));
+
     for (name, mode) in [
         ("pipe_write_per_line", "line"),
         ("pipe_serialise_write_per_line", "serialise"),
@@ -610,6 +656,18 @@ fn main() {
     stop(http.0);
 }
 
+/// The median batch of a workload's samples (NaN without any).
+fn median_batch(samples: &BTreeMap<&'static str, Vec<Sample>>, name: &str) -> f64 {
+    samples.get(name).map_or(f64::NAN, |v| {
+        let batches: Vec<f64> = v.iter().filter_map(|s| s.batch).collect();
+        if batches.is_empty() {
+            f64::NAN
+        } else {
+            median(&batches)
+        }
+    })
+}
+
 fn report(o: &Options, samples: &BTreeMap<&'static str, Vec<Sample>>) {
     let med = |name: &str| -> f64 {
         samples.get(name).map_or(f64::NAN, |v| {
@@ -682,9 +740,55 @@ fn report(o: &Options, samples: &BTreeMap<&'static str, Vec<Sample>>) {
         true,
     );
     target(
+        format!("group commit, {k} pipelined appenders (emit) / raw fdatasync at its batch"),
+        med("store_emit_group_K") / med("raw_fdatasync_batch_matched_emit"),
+        0.8,
+        true,
+    );
+    target(
+        format!("the batch {k} pipelined appenders reach (events per fdatasync)"),
+        median_batch(samples, "store_emit_group_K"),
+        k as f64,
+        true,
+    );
+    // With K appenders that each wait, a batch of K means the device and the K wake-ups take
+    // turns: the best ratio is the flush's time over the flush's plus the wake-ups' time.
+    let flush = k as f64 / med("raw_fdatasync_batch_K");
+    let wake = 1.0 / med("wake_K_parked_threads");
+    target(
+        format!("group commit, {k} waiting appenders / raw fdatasync at its batch"),
+        med("store_append_group_K") / med("raw_fdatasync_batch_matched"),
+        0.8,
+        true,
+    );
+    target(
+        format!("  its bound here: flush / (flush + waking {k} parked threads)"),
+        flush / (flush + wake),
+        0.8,
+        true,
+    );
+    target(
         "per-event durable append / raw fdatasync per event".to_owned(),
         med("store_append_event") / med("raw_fdatasync_per_event"),
         0.8,
+        true,
+    );
+    target(
+        "one task live, group, data dir: k events/s".to_owned(),
+        med("taskstream_stdio_live_durable_group") / 1e3,
+        200.0,
+        true,
+    );
+    target(
+        "one task live, none, data dir / raw pipe, serialise+write per line".to_owned(),
+        med("taskstream_stdio_live_data_dir") / med("pipe_serialise_write_per_line"),
+        0.5,
+        true,
+    );
+    target(
+        "one task live, in memory / raw pipe, serialise+write per line".to_owned(),
+        med("taskstream_stdio_live") / med("pipe_serialise_write_per_line"),
+        0.5,
         true,
     );
     target(
@@ -757,6 +861,13 @@ fn report(o: &Options, samples: &BTreeMap<&'static str, Vec<Sample>>) {
             "taskstream stdio replay / SDK stdio notifications".to_owned(),
             med("taskstream_stdio_replay") / med("sdk_stdio_notify"),
             3.0,
+            true,
+        );
+        target(
+            "one task live, group, data dir / SDK stdio notifications (persists nothing)"
+                .to_owned(),
+            med("taskstream_stdio_live_durable_group") / med("sdk_stdio_notify"),
+            1.0,
             true,
         );
     }

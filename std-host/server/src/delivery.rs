@@ -17,7 +17,7 @@
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use taskstream_core::streams::{Missed, Progress, Pump};
 
@@ -37,6 +37,11 @@ const BATCH: usize = 256;
 const MIN_READ_AHEAD: usize = 16;
 /// The longest sleep without a change (to notice shutdown).
 const IDLE: Duration = Duration::from_millis(500);
+/// Write coalescing: caught up, and woken by a change that came within this long (events
+/// arriving faster than one per this), the thread waits this long before it pumps, so that
+/// one `write` (and one wake-up) carries the events of that time instead of one each. A
+/// change after a quieter spell is sent at once: a trickle is never delayed.
+const LINGER: Duration = Duration::from_micros(50);
 
 /// What a stream is told when its next event cannot be read from storage.
 pub(crate) const READ_FAILED: &str =
@@ -92,7 +97,11 @@ pub(crate) fn run(shared: &Arc<ConnectionState>) {
         let busy = pump(shared, &mut buf);
         announce(shared);
         if !busy {
+            let idle_from = Instant::now();
             shared.store.changes().wait_past(epoch, IDLE);
+            if idle_from.elapsed() < LINGER {
+                std::thread::sleep(LINGER);
+            }
         }
     }
 }
