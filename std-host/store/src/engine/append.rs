@@ -149,7 +149,10 @@ impl Engine {
             };
             // The sizes of the oldest events, which the count limit may push out below (an
             // estimate while appends are pending; publication corrects the budget).
-            let front: Vec<u32> = st.sizes.iter().take(2).copied().collect();
+            let mut front = [0u32; 2];
+            for (f, size) in front.iter_mut().zip(&st.sizes) {
+                *f = *size;
+            }
             (head, head_earliest, new_record, front, st.record_bytes)
         };
         let next = seq
@@ -527,31 +530,64 @@ impl Engine {
         self.fail_stop(wal.flush_through(upto).map_err(StoreError::Wal))?;
         let items: Vec<Arc<Pending>> = items.into_iter().map(Arc::new).collect();
         // Into each task's set first, then the applier's queue: the applier takes an append
-        // out of its task's set only after applying it, so it must find it there.
-        for p in &items {
-            self.publish(p, true);
+        // out of its task's set only after applying it, so it must find it there. A run of
+        // one task's appends is published under one hold of its lock, so a task emitting
+        // while its batch is published waits for that lock once per batch, not per event.
+        for run in items.chunk_by(|a, b| Arc::ptr_eq(&a.slot, &b.slot)) {
+            self.publish_run(run);
         }
         {
             let mut unapplied = lock(&self.unapplied);
             unapplied.bytes += items.iter().map(|p| p.footprint()).sum::<u64>();
             unapplied.items.extend(items);
         }
-        self.apply_cond.notify_one();
         self.changes.notify();
+        // In `none` mode no device flush paces the drains, and waking the applier for each
+        // small batch costs more than applying it: the drain applies its batch itself (one
+        // thread fewer to schedule per batch) unless the applier is at work. What is left
+        // (more than one apply batch, or all of it) goes to the applier. A failure is
+        // fail-stop, as in the applier.
+        if self.durability == Durability::None {
+            if let Ok(_one) = self.applying.try_lock() {
+                let _ = self.apply_batch();
+            }
+        }
+        if !lock(&self.unapplied).items.is_empty() {
+            self.apply_cond.notify_one();
+        }
         if upto.saturating_sub(self.checkpointed.load(Ordering::Relaxed)) > CHECKPOINT_BYTES {
             self.wake_checkpointer(false);
         }
         Ok(())
     }
 
-    /// Makes a durable append visible: the task's published state, its read cache, and (when
-    /// it is not yet in the index, `unapplied`) its task's unapplied set.
-    pub(super) fn publish(&self, p: &Arc<Pending>, unapplied: bool) {
-        self.publish_checked(p, unapplied, None);
+    /// Makes a run of one task's durable appends (in log order) visible, as
+    /// [`publish_checked`](Self::publish_checked) does one, each also into the task's
+    /// unapplied set (it is not yet in the index). Their types and payloads are checked for
+    /// the read cache before the task's lock is taken, so the lock is held only to publish.
+    fn publish_run(&self, run: &[Arc<Pending>]) {
+        let Some(first) = run.first() else {
+            return;
+        };
+        let checked: Vec<_> = run
+            .iter()
+            .map(|p| {
+                Some((
+                    EventType::new(&p.event_type).ok()?,
+                    Payload::new(&p.payload).ok()?,
+                ))
+            })
+            .collect();
+        let mut st = lock(&first.slot.state);
+        for (p, checked) in run.iter().zip(checked) {
+            self.publish_locked(&mut st, p, true, checked);
+        }
     }
 
-    /// [`publish`](Self::publish), given the append's type and payload already validated
-    /// (the same text as `p`'s, from which `p` was made), so the cache takes them as they are.
+    /// Makes a durable append visible: the task's published state, its read cache, and (when
+    /// it is not yet in the index, `unapplied`) its task's unapplied set; given the append's
+    /// type and payload already validated (the same text as `p`'s, from which `p` was made),
+    /// so the cache takes them as they are.
     fn publish_checked(
         &self,
         p: &Arc<Pending>,
@@ -559,6 +595,18 @@ impl Engine {
         checked: Option<(EventType<'_>, Payload<'_>)>,
     ) {
         let mut st = lock(&p.slot.state);
+        self.publish_locked(&mut st, p, unapplied, checked);
+    }
+
+    /// [`publish_checked`](Self::publish_checked) under the task's lock, held by the caller.
+    /// Without `checked` (cannot happen: both were validated) the task's cache is reset.
+    fn publish_locked(
+        &self,
+        st: &mut LiveTaskState,
+        p: &Arc<Pending>,
+        unapplied: bool,
+        checked: Option<(EventType<'_>, Payload<'_>)>,
+    ) {
         if unapplied {
             st.unapplied.push_back(Arc::clone(p));
         }
@@ -592,12 +640,7 @@ impl Engine {
         }
         if st.record.status.is_terminal() {
             st.cache = None;
-        } else if let Some((ty, payload)) = checked.or_else(|| {
-            Some((
-                EventType::new(&p.event_type).ok()?,
-                Payload::new(&p.payload).ok()?,
-            ))
-        }) {
+        } else if let Some((ty, payload)) = checked {
             let cache = st
                 .cache
                 .get_or_insert_with(|| Box::new(Cache::resuming_at(p.seq)));

@@ -78,10 +78,14 @@ impl Engine {
         }
         let index = self.index();
         self.fail_stop(index.apply_all(batch.iter().flat_map(|p| p.records())))?;
-        for p in &batch {
-            let mut st = lock(&p.slot.state);
-            if st.unapplied.front().is_some_and(|f| Arc::ptr_eq(f, p)) {
-                st.unapplied.pop_front();
+        // One hold of a task's lock for each run of its appends.
+        for run in batch.chunk_by(|a, b| Arc::ptr_eq(&a.slot, &b.slot)) {
+            let Some(first) = run.first() else { continue };
+            let mut st = lock(&first.slot.state);
+            for p in run {
+                if st.unapplied.front().is_some_and(|f| Arc::ptr_eq(f, p)) {
+                    st.unapplied.pop_front();
+                }
             }
         }
         let mut unapplied = lock(&self.unapplied);
