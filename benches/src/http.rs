@@ -230,6 +230,8 @@ impl HttpSession {
             }
             if is_event(&ev.data) {
                 events += 1;
+            } else {
+                error_answer(&ev.data)?;
             }
         }
         let first = first.ok_or_else(|| io::Error::other("the stream carried no event id"))?;
@@ -273,6 +275,7 @@ impl HttpSession {
                 .ok()
                 .is_some_and(|m| m.get("id").is_some())
             {
+                error_answer(&ev.data)?;
                 break;
             }
         }
@@ -355,6 +358,7 @@ impl HttpSession {
                     got.last = start.elapsed();
                 }
             } else if !ev.data.is_empty() {
+                error_answer(&ev.data)?;
                 break;
             }
         }
@@ -362,5 +366,31 @@ impl HttpSession {
             got.last = start.elapsed();
         }
         Ok(got)
+    }
+}
+
+/// An SSE message that is a JSON-RPC error answer (a stream ended with `events_gone`, say) as
+/// an error, so that counting events stops with it instead of reporting a short stream.
+fn error_answer(data: &[u8]) -> io::Result<()> {
+    match serde_json::from_slice::<Value>(data) {
+        Ok(v) if v.get("error").is_some() => Err(io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!("an error answer while events were expected: {v}"),
+        )),
+        _ => Ok(()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::error_answer;
+
+    #[test]
+    fn an_error_answer_ends_the_count_with_an_error_and_nothing_else_does() {
+        let gone = br#"{"jsonrpc":"2.0","id":4,"error":{"code":-32010,"message":"events_gone"}}"#;
+        let err = error_answer(gone).expect_err("an error answer");
+        assert!(err.to_string().contains("-32010"), "{err}");
+        assert!(error_answer(br#"{"jsonrpc":"2.0","id":4,"result":{}}"#).is_ok());
+        assert!(error_answer(b"not json").is_ok());
     }
 }
