@@ -85,6 +85,10 @@ struct Line {
     next_id: u64,
     /// Event notifications read while waiting for something else.
     events: Vec<Value>,
+    /// Plugged into a line the device may have been writing on: the first thing read can be
+    /// the tail of a line whose start went out while the cable was pulled (a real cable does
+    /// that too), which is skipped. Cleared by the first line read.
+    may_start_mid_line: bool,
 }
 
 impl Line {
@@ -103,6 +107,7 @@ impl Line {
             lines,
             next_id: 1,
             events: Vec::new(),
+            may_start_mid_line: false,
         }
     }
 
@@ -112,7 +117,9 @@ impl Line {
         loop {
             if let Ok(stream) = UnixStream::connect(socket) {
                 let reader = stream.try_clone().expect("socket clones");
-                return Line::new(reader, stream);
+                let mut line = Line::new(reader, stream);
+                line.may_start_mid_line = true;
+                return line;
             }
             assert!(
                 board.is_running(),
@@ -134,15 +141,25 @@ impl Line {
         self.out.flush().expect("the UART flushes");
     }
 
-    /// The next message, parsed; panics on a line that is not JSON or on the deadline.
+    /// The next message, parsed; panics on a line that is not JSON (but the cut tail of one
+    /// right after plugging in, see `may_start_mid_line`) or on the deadline.
     fn recv(&mut self, deadline: Instant) -> Value {
-        let wait = deadline.saturating_duration_since(Instant::now());
-        match self.lines.recv_timeout(wait) {
-            Ok(line) => serde_json::from_str(&line).unwrap_or_else(|e| {
-                panic!("the device wrote a line that is not JSON ({e}): {line:?}")
-            }),
-            Err(RecvTimeoutError::Timeout) => panic!("no message from the device within the bound"),
-            Err(RecvTimeoutError::Disconnected) => panic!("the device's line closed"),
+        loop {
+            let wait = deadline.saturating_duration_since(Instant::now());
+            let line = match self.lines.recv_timeout(wait) {
+                Ok(line) => line,
+                Err(RecvTimeoutError::Timeout) => {
+                    panic!("no message from the device within the bound")
+                }
+                Err(RecvTimeoutError::Disconnected) => panic!("the device's line closed"),
+            };
+            let first = std::mem::replace(&mut self.may_start_mid_line, false);
+            match serde_json::from_str(&line) {
+                Ok(message) => return message,
+                // No suffix of a JSON object is itself JSON, so this cannot hide a message.
+                Err(_) if first => continue,
+                Err(e) => panic!("the device wrote a line that is not JSON ({e}): {line:?}"),
+            }
         }
     }
 
