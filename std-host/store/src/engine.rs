@@ -84,21 +84,23 @@ const APPLY_BATCH: usize = 4096;
 /// published: everything needed to apply it to the index and to make it visible.
 pub(crate) struct Pending {
     slot: Arc<LiveTask>,
-    task_id: String,
     seq: Seq,
     next: Seq,
     at: Millis,
-    event_type: String,
-    payload: Vec<u8>,
     /// The task's new record, for a creation or an end (a `Transition`).
     state: Option<Vec<u8>>,
     /// The count limit's new floor, if this append pushes events out (a `Truncate`).
     floor: Option<Seq>,
-    /// The encoded records: the event's, then the truncation's.
+    /// One allocation for all the append carries: the encoded records (the event's, to
+    /// `event_len`, then the truncation's, to `records_len`), then the event's type
+    /// (`type_len` bytes, copied from a `&str`) and its payload.
     buf: Vec<u8>,
-    /// Where `buf` is in the log (set when it is logged; 0 in memory).
-    lsn: u64,
     event_len: usize,
+    records_len: usize,
+    type_len: usize,
+    /// Where the records are in the log: set once, when they are logged, under the lock that
+    /// hands the append on (0 in memory).
+    lsn: AtomicU64,
     new_record: Option<TaskRecord>,
     new_record_bytes: Option<u64>,
     /// What the append's reservation counted as freed by the truncation.
@@ -108,16 +110,46 @@ pub(crate) struct Pending {
 impl Pending {
     /// The memory the unapplied set counts for it.
     fn footprint(&self) -> u64 {
-        (self.buf.len() + self.payload.len() + self.event_type.len()) as u64
+        self.buf.len() as u64
+    }
+
+    /// The encoded records, in log order: what is logged.
+    fn encoded(&self) -> &[u8] {
+        self.buf.get(..self.records_len).unwrap_or_default()
+    }
+
+    /// The event's type. (Its bytes were copied from a `&str`, so they always are UTF-8.)
+    fn event_type(&self) -> &str {
+        let end = self.records_len + self.type_len;
+        self.buf
+            .get(self.records_len..end)
+            .and_then(|b| std::str::from_utf8(b).ok())
+            .unwrap_or_default()
+    }
+
+    /// The event's payload, in its stored (compact) form.
+    fn payload(&self) -> &[u8] {
+        self.buf
+            .get(self.records_len + self.type_len..)
+            .unwrap_or_default()
+    }
+
+    /// The size the budget counts for the event: its type plus its payload.
+    fn event_size(&self) -> u64 {
+        (self.buf.len() - self.records_len) as u64
+    }
+
+    fn lsn(&self) -> u64 {
+        self.lsn.load(Ordering::Relaxed)
     }
 
     fn record(&self) -> Record<'_> {
         let event = EventRecord {
-            task_id: &self.task_id,
+            task_id: &self.slot.id,
             seq: self.seq,
             at: self.at,
-            event_type: &self.event_type,
-            payload: &self.payload,
+            event_type: self.event_type(),
+            payload: self.payload(),
         };
         match &self.state {
             Some(state) => Record::Transition { event, state },
@@ -127,30 +159,31 @@ impl Pending {
 
     fn truncate(&self) -> Option<Record<'_>> {
         self.floor.map(|before| Record::Truncate {
-            task_id: &self.task_id,
+            task_id: &self.slot.id,
             before,
         })
     }
 
     /// Its records with their encodings and LSNs, in log order.
     fn records(&self) -> impl Iterator<Item = (Record<'_>, &[u8], u64)> {
-        self.records_at(self.lsn)
+        self.records_at(self.lsn())
     }
 
     /// The same, logged at `lsn`.
     fn records_at(&self, lsn: u64) -> impl Iterator<Item = (Record<'_>, &[u8], u64)> {
         let after = lsn + self.event_len as u64;
-        std::iter::once((self.record(), &self.buf[..self.event_len], lsn)).chain(
-            self.truncate()
-                .map(|t| (t, &self.buf[self.event_len..], after)),
-        )
+        let (event, truncate) = self
+            .encoded()
+            .split_at(self.event_len.min(self.records_len));
+        std::iter::once((self.record(), event, lsn))
+            .chain(self.truncate().map(|t| (t, truncate, after)))
     }
 }
 
 /// The appends queued for publication, in log order.
 #[derive(Default)]
 struct Pipe {
-    items: Vec<Pending>,
+    items: Vec<Arc<Pending>>,
     /// The flusher is to stop (once the queue is empty).
     stop: bool,
     /// Appends queued so far: the ticket of the last one.
@@ -186,6 +219,8 @@ struct Unapplied {
 
 /// A task the store holds: its append lock and its state (record, seq range, cache, sizes).
 pub(crate) struct LiveTask {
+    /// The task's id (as in its record, which never changes it).
+    pub(crate) id: Box<str>,
     /// Held across a whole append, so a task's records are in seq order in log and sled.
     append: Mutex<()>,
     pub(crate) state: Mutex<LiveTaskState>,
@@ -254,6 +289,7 @@ impl LiveTaskState {
 impl LiveTask {
     pub(crate) fn new(state: LiveTaskState) -> Arc<LiveTask> {
         Arc::new(LiveTask {
+            id: state.record.task_id.clone().into_boxed_str(),
             append: Mutex::new(()),
             state: Mutex::new(state),
         })

@@ -204,28 +204,33 @@ impl Engine {
         let new_floor = (floor > earliest).then_some(floor);
         let truncate = new_floor.map(|before| Record::Truncate { task_id, before });
         let mut buf = Vec::with_capacity(
-            record::max_encoded_len(&record) + truncate.as_ref().map_or(0, record::max_encoded_len),
+            record::max_encoded_len(&record)
+                + truncate.as_ref().map_or(0, record::max_encoded_len)
+                + event_type.len()
+                + compact.len(),
         );
         encode_checked_into(&record, (ty, checked), &mut buf).map_err(AppendError::Storage)?;
         let event_len = buf.len();
         if let Some(truncate) = &truncate {
             encode_into(truncate, &mut buf).map_err(AppendError::Storage)?;
         }
+        let records_len = buf.len();
+        buf.extend_from_slice(event_type.as_bytes());
+        buf.extend_from_slice(compact);
         self.reserve(size, freed, finishing)?;
 
         let pending = Pending {
             slot: Arc::clone(&slot),
-            task_id: task_id.to_owned(),
             seq,
             next,
             at: now,
-            event_type: event_type.to_owned(),
-            payload: compact.to_vec(),
             state,
             floor: new_floor,
             buf,
-            lsn: 0,
             event_len,
+            records_len,
+            type_len: event_type.len(),
+            lsn: AtomicU64::new(0),
             new_record,
             new_record_bytes,
             events_freed,
@@ -320,13 +325,10 @@ impl Engine {
             })?;
             return Ok((wait || queued >= MAX_PENDING).then_some(ticket));
         }
-        let mut logged_at = 0;
-        self.write(&pending.buf, true, |index, lsn| {
-            logged_at = lsn;
+        self.write(pending.encoded(), true, |index, lsn| {
+            pending.lsn.store(lsn, Ordering::Relaxed);
             index.apply_all(pending.records_at(lsn))
         })?;
-        let mut pending = pending;
-        pending.lsn = logged_at;
         self.publish_checked(&Arc::new(pending), false, Some(checked));
         self.changes.notify();
         Ok(None)
@@ -342,18 +344,22 @@ impl Engine {
 
     /// Logs a pending append (without waiting) and queues it for publication, in one order
     /// for both; returns how many are queued and its ticket.
-    pub(super) fn enqueue(&self, mut pending: Pending) -> Result<(usize, u64), StoreError> {
+    pub(super) fn enqueue(&self, pending: Pending) -> Result<(usize, u64), StoreError> {
         let Some(wal) = &self.wal else {
             return Err(StoreError::Failed);
         };
+        // Shared from here on (publication and the applier take it by reference); made
+        // outside the pipe's lock.
+        let pending = Arc::new(pending);
         let queued = {
             let _gate = lock_read(&self.gate);
             if self.failed.load(Ordering::Acquire) {
                 return Err(StoreError::Failed);
             }
             let mut pipe = lock(&self.pipe);
-            match wal.submit_deferred(&pending.buf) {
-                Ok(lsn) => pending.lsn = lsn,
+            match wal.submit_deferred(pending.encoded()) {
+                // Read only after this lock (or one taken after it) hands the append on.
+                Ok(lsn) => pending.lsn.store(lsn, Ordering::Relaxed),
                 Err(e) => {
                     drop(pipe);
                     self.set_failed();
@@ -518,7 +524,7 @@ impl Engine {
     pub(super) fn publish_all(
         &self,
         wal: &Wal,
-        items: Vec<Pending>,
+        items: Vec<Arc<Pending>>,
         upto: u64,
     ) -> Result<(), StoreError> {
         if self.failed.load(Ordering::Acquire) {
@@ -528,7 +534,6 @@ impl Engine {
             return Ok(());
         }
         self.fail_stop(wal.flush_through(upto).map_err(StoreError::Wal))?;
-        let items: Vec<Arc<Pending>> = items.into_iter().map(Arc::new).collect();
         // Into each task's set first, then the applier's queue: the applier takes an append
         // out of its task's set only after applying it, so it must find it there. A run of
         // one task's appends is published under one hold of its lock, so a task emitting
@@ -569,18 +574,20 @@ impl Engine {
         let Some(first) = run.first() else {
             return;
         };
-        let checked: Vec<_> = run
-            .iter()
-            .map(|p| {
-                Some((
-                    EventType::new(&p.event_type).ok()?,
-                    Payload::new(&p.payload).ok()?,
-                ))
-            })
-            .collect();
-        let mut st = lock(&first.slot.state);
-        for (p, checked) in run.iter().zip(checked) {
-            self.publish_locked(&mut st, p, true, checked);
+        // In chunks of a fixed size, so the proofs need no allocation (runs are often
+        // short: tasks emitting at once interleave in the log).
+        const CHUNK: usize = 32;
+        let mut checked: [Option<(EventType<'_>, Payload<'_>)>; CHUNK] = [None; CHUNK];
+        for chunk in run.chunks(CHUNK) {
+            for (proof, p) in checked.iter_mut().zip(chunk) {
+                *proof = EventType::new(p.event_type())
+                    .ok()
+                    .zip(Payload::new(p.payload()).ok());
+            }
+            let mut st = lock(&first.slot.state);
+            for (p, proof) in chunk.iter().zip(checked) {
+                self.publish_locked(&mut st, p, true, proof);
+            }
         }
     }
 
@@ -610,7 +617,7 @@ impl Engine {
         if unapplied {
             st.unapplied.push_back(Arc::clone(p));
         }
-        let event_size = (p.event_type.len() + p.payload.len()) as u64;
+        let event_size = p.event_size();
         st.sizes
             .push_back(u32::try_from(event_size).unwrap_or(u32::MAX));
         st.bytes += event_size;

@@ -85,7 +85,7 @@ impl Engine {
                 .events
                 .first()
                 .filter(|p| p.seq == seq)
-                .map(|p| RawEvent::copied(p.seq, p.at, &p.event_type, &p.payload).to_stored()));
+                .map(|p| RawEvent::copied(p.seq, p.at, p.event_type(), p.payload()).to_stored()));
         }
         match self.index().event(task_id, seq)? {
             None => Ok(None),
@@ -148,7 +148,7 @@ impl Engine {
             if n >= max || p.seq != expected {
                 break;
             }
-            push(RawEvent::copied(p.seq, p.at, &p.event_type, &p.payload));
+            push(RawEvent::copied(p.seq, p.at, p.event_type(), p.payload()));
             n += 1;
             match expected.next() {
                 Some(s) => expected = s,
