@@ -25,8 +25,11 @@ use super::super::{ConnectionState, Process};
 
 /// A quiet stream sends a comment this often (proxies and clients keep it open).
 pub(crate) const KEEP_ALIVE: Duration = Duration::from_secs(10);
-/// Frames pumped per blocking call.
-const BATCH: usize = 64;
+/// Frames pumped by a stream's first blocking call: few, so the first event goes out soon.
+const FIRST_BATCH: usize = 32;
+/// Frames pumped per blocking call after the first: a replay moves in large steps (each call
+/// is a hand-off to a blocking thread and back), written as one chunk of the body.
+const BATCH: usize = 512;
 /// What a 2025-11-25 client should wait before reconnecting, in ms (the `retry` field).
 pub(crate) const RETRY_MS: u64 = 1000;
 
@@ -38,10 +41,45 @@ pub(crate) fn event(id: Option<&str>, data: &[u8]) -> Bytes {
         out.extend_from_slice(id.as_bytes());
         out.push(b'\n');
     }
+    push_message(&mut out, data);
+    Bytes::from(out)
+}
+
+/// Appends an SSE event carrying `data` (its `id:` line, if any, already written).
+fn push_message(out: &mut Vec<u8>, data: &[u8]) {
     out.extend_from_slice(b"event: message\ndata: ");
     out.extend_from_slice(data);
     out.extend_from_slice(b"\n\n");
-    Bytes::from(out)
+}
+
+/// Appends the SSE events of one pump's frames to `out`, each event's `id:` (`<label>-<seq>`)
+/// when the stream is labelled; whether the last frame ended the stream.
+fn push_frames(out: &mut Vec<u8>, frames: Vec<Frame>, label: Option<u64>) -> bool {
+    use std::io::Write as _;
+    out.reserve(
+        frames
+            .iter()
+            .map(|f| match f {
+                Frame::Event { line, .. } | Frame::End(line) => line.len() + 64,
+            })
+            .sum(),
+    );
+    for f in frames {
+        match f {
+            Frame::Event { seq, line } => {
+                if let Some(n) = label {
+                    // Writing into a Vec cannot fail.
+                    let _ = writeln!(out, "id: {n}-{}", seq.get());
+                }
+                push_message(out, &line);
+            }
+            Frame::End(line) => {
+                push_message(out, &line);
+                return true;
+            }
+        }
+    }
+    false
 }
 
 /// The priming event of a resumable stream: an id to resume from and the reconnect delay,
@@ -116,6 +154,8 @@ struct Producer {
     /// The legacy stream number for `id:`s (`None` in the modern era: no resumability).
     label: Option<u64>,
     hold: StreamHold,
+    /// Whether the stream has pumped once (later pumps take [`BATCH`] frames).
+    pumped: bool,
 }
 
 /// The body of a `tasks/stream` response: `first` (a priming event, if any), the events, the
@@ -135,6 +175,7 @@ pub(crate) fn stream_body(
         waker,
         label,
         hold,
+        pumped: false,
     };
     futures_util::stream::unfold(producer, next)
 }
@@ -164,9 +205,11 @@ async fn next(mut p: Producer) -> Option<(Result<Bytes, Infallible>, Producer)> 
         // Registered before the pump looks, so an append after its look still wakes us.
         woken.as_mut().enable();
         let store = Arc::clone(&p.process.store);
+        let max = if p.pumped { BATCH } else { FIRST_BATCH };
+        p.pumped = true;
         let pumped = tokio::task::spawn_blocking(move || {
             let mut d = detached;
-            let frames = d.poll(&*store, BATCH);
+            let frames = d.poll(&*store, max);
             (d, frames)
         })
         .await;
@@ -180,23 +223,16 @@ async fn next(mut p: Producer) -> Option<(Result<Bytes, Infallible>, Producer)> 
             }
             continue;
         }
-        let mut ended = false;
-        for f in frames {
-            match f {
-                Frame::Event { seq, line } => {
-                    let id = p.label.map(|n| format!("{n}-{}", seq.get()));
-                    p.queue.push_back(event(id.as_deref(), &line));
-                }
-                Frame::End(line) => {
-                    p.queue.push_back(event(None, &line));
-                    p.hold.release();
-                    ended = true;
-                }
-            }
-        }
-        if !ended {
+        // One chunk of the body for the whole pump: one allocation and one write, however
+        // many events it carries. (A cancellation read meanwhile still stops it: `is_over`
+        // is looked at before the chunk is yielded.)
+        let mut chunk = Vec::new();
+        if push_frames(&mut chunk, frames, p.label) {
+            p.hold.release();
+        } else {
             p.detached = Some(detached);
         }
+        p.queue.push_back(Bytes::from(chunk));
     }
 }
 
