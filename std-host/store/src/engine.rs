@@ -136,7 +136,7 @@ impl Pending {
 
     /// The size the budget counts for the event: its type plus its payload.
     fn event_size(&self) -> u64 {
-        (self.buf.len() - self.records_len) as u64
+        (self.type_len + self.payload().len()) as u64
     }
 
     fn lsn(&self) -> u64 {
