@@ -29,6 +29,25 @@ pub const DEFAULT_MAX_MESSAGE_BYTES: usize = 1_048_576;
 pub const DEFAULT_MAX_STREAMS: usize = 16;
 /// The default of `--max-sessions`.
 pub const DEFAULT_MAX_SESSIONS: usize = 1024;
+/// The default of `--max-principal-streams`: one principal's streams over HTTP, both eras. A
+/// server without tokens is one principal for every client, so the default is sized for a
+/// whole server's clients, not one user's (docs/security.md, "HTTP limits").
+pub const DEFAULT_MAX_PRINCIPAL_STREAMS: usize = 1024;
+/// The default of `--max-connections`: HTTP connections open at once.
+pub const DEFAULT_MAX_CONNECTIONS: usize = 4096;
+/// The default of `--header-timeout` in seconds: how long a request head may take to arrive.
+pub const DEFAULT_HEADER_TIMEOUT_SECS: u64 = 10;
+/// The default of `--body-timeout` in seconds: how long a request body may take to arrive.
+pub const DEFAULT_BODY_TIMEOUT_SECS: u64 = 30;
+/// The default of `--idle-timeout` in seconds: how long a connection with no request in flight
+/// stays open.
+pub const DEFAULT_IDLE_TIMEOUT_SECS: u64 = 75;
+/// The default of `--write-stall-timeout` in seconds: how long a response may wait on a client
+/// that reads nothing before the connection is closed.
+pub const DEFAULT_WRITE_STALL_TIMEOUT_SECS: u64 = 30;
+/// The default of `--max-body-memory-bytes`: request bodies held in memory across all
+/// connections at once.
+pub const DEFAULT_MAX_BODY_MEMORY_BYTES: usize = 64 << 20;
 /// The default of `--principal` when `TASKSTREAM_PRINCIPAL` is unset too.
 pub const DEFAULT_PRINCIPAL: &str = "local";
 
@@ -136,6 +155,37 @@ pub struct ServeArgs {
     #[arg(long, value_name = "N", default_value_t = DEFAULT_MAX_SESSIONS as u64, help_heading = HTTP,
           value_parser = clap::value_parser!(u64).range(1..=1 << 20))]
     pub max_sessions: u64,
+    /// Active `tasks/stream` requests of one principal at once over HTTP, both eras (without
+    /// --auth-token-file every client is the same principal)
+    #[arg(long, value_name = "N", default_value_t = DEFAULT_MAX_PRINCIPAL_STREAMS as u64,
+          help_heading = HTTP, value_parser = clap::value_parser!(u64).range(1..=1 << 20))]
+    pub max_principal_streams: u64,
+    /// HTTP connections open at once; more are answered 503 and closed
+    #[arg(long, value_name = "N", default_value_t = DEFAULT_MAX_CONNECTIONS as u64,
+          help_heading = HTTP, value_parser = clap::value_parser!(u64).range(1..=1 << 20))]
+    pub max_connections: u64,
+    /// Seconds a request head may take to arrive (408 and closed after)
+    #[arg(long, value_name = "SECS", default_value_t = DEFAULT_HEADER_TIMEOUT_SECS,
+          help_heading = HTTP, value_parser = clap::value_parser!(u64).range(1..=3600))]
+    pub header_timeout: u64,
+    /// Seconds a request body may take to arrive (408 after)
+    #[arg(long, value_name = "SECS", default_value_t = DEFAULT_BODY_TIMEOUT_SECS,
+          help_heading = HTTP, value_parser = clap::value_parser!(u64).range(1..=3600))]
+    pub body_timeout: u64,
+    /// Seconds a connection with no request in flight stays open
+    #[arg(long, value_name = "SECS", default_value_t = DEFAULT_IDLE_TIMEOUT_SECS,
+          help_heading = HTTP, value_parser = clap::value_parser!(u64).range(1..=86_400))]
+    pub idle_timeout: u64,
+    /// Seconds a response (a stream among them) may wait on a client that reads nothing before
+    /// its connection is closed and what it held is freed
+    #[arg(long, value_name = "SECS", default_value_t = DEFAULT_WRITE_STALL_TIMEOUT_SECS,
+          help_heading = HTTP, value_parser = clap::value_parser!(u64).range(1..=86_400))]
+    pub write_stall_timeout: u64,
+    /// Bytes of request bodies held in memory across all connections at once; a request that
+    /// would exceed it gets 503
+    #[arg(long, value_name = "N", default_value_t = DEFAULT_MAX_BODY_MEMORY_BYTES as u64,
+          help_heading = HTTP, value_parser = clap::value_parser!(u64).range(1 << 16..=1 << 34))]
+    pub max_body_memory_bytes: u64,
     /// Serve the Unix socket `taskstream.sock` inside the data dir (0600; peers of another user
     /// are refused); each accepted socket is one connection
     #[arg(long, help_heading = SOCKET, conflicts_with = "in_memory")]
@@ -238,6 +288,44 @@ pub struct HttpConfig {
     pub max_body_bytes: usize,
     /// Legacy sessions at once (`--max-sessions`).
     pub max_sessions: usize,
+    /// Bounds on connections, requests and streams.
+    pub limits: HttpLimits,
+}
+
+/// The bounds of `serve --http` on connections, requests and streams (docs/security.md, "HTTP
+/// limits": each default and what it protects).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct HttpLimits {
+    /// Active streams of one principal (`--max-principal-streams`).
+    pub max_principal_streams: usize,
+    /// Connections open at once (`--max-connections`).
+    pub max_connections: usize,
+    /// How long a request head may take (`--header-timeout`).
+    pub header_timeout: std::time::Duration,
+    /// How long a request body may take (`--body-timeout`).
+    pub body_timeout: std::time::Duration,
+    /// How long a connection without a request in flight stays open (`--idle-timeout`).
+    pub idle_timeout: std::time::Duration,
+    /// How long a write may wait on a client that reads nothing (`--write-stall-timeout`).
+    pub write_stall_timeout: std::time::Duration,
+    /// Request bodies in memory at once, in bytes (`--max-body-memory-bytes`).
+    pub max_body_memory_bytes: usize,
+}
+
+impl Default for HttpLimits {
+    fn default() -> HttpLimits {
+        use std::time::Duration;
+        HttpLimits {
+            max_principal_streams: DEFAULT_MAX_PRINCIPAL_STREAMS,
+            max_connections: DEFAULT_MAX_CONNECTIONS,
+            header_timeout: Duration::from_secs(DEFAULT_HEADER_TIMEOUT_SECS),
+            body_timeout: Duration::from_secs(DEFAULT_BODY_TIMEOUT_SECS),
+            idle_timeout: Duration::from_secs(DEFAULT_IDLE_TIMEOUT_SECS),
+            write_stall_timeout: Duration::from_secs(DEFAULT_WRITE_STALL_TIMEOUT_SECS),
+            max_body_memory_bytes: DEFAULT_MAX_BODY_MEMORY_BYTES,
+        }
+    }
 }
 
 impl ServeConfig {
@@ -410,6 +498,15 @@ impl ServeArgs {
                 allowed_origins: self.allowed_origin,
                 max_body_bytes: self.max_body_bytes.map_or(max_message_bytes, narrow),
                 max_sessions: narrow(self.max_sessions),
+                limits: HttpLimits {
+                    max_principal_streams: narrow(self.max_principal_streams),
+                    max_connections: narrow(self.max_connections),
+                    header_timeout: std::time::Duration::from_secs(self.header_timeout),
+                    body_timeout: std::time::Duration::from_secs(self.body_timeout),
+                    idle_timeout: std::time::Duration::from_secs(self.idle_timeout),
+                    write_stall_timeout: std::time::Duration::from_secs(self.write_stall_timeout),
+                    max_body_memory_bytes: narrow(self.max_body_memory_bytes),
+                },
             }),
             socket: self.socket.then_some(SocketConfig {
                 idle_exit_secs: self.idle_exit,

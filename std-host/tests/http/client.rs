@@ -63,6 +63,13 @@ impl Server {
     }
 }
 
+impl Server {
+    /// The server's process id (for its memory in `/proc`).
+    pub(crate) fn pid(&self) -> u32 {
+        self.child.id()
+    }
+}
+
 impl Drop for Server {
     fn drop(&mut self) {
         let _ = self.child.kill();

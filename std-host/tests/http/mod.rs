@@ -8,5 +8,6 @@
 mod bad_input;
 pub(crate) mod client;
 mod conformance;
+mod hostile;
 mod long_lived;
 mod scale;

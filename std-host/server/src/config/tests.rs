@@ -224,6 +224,7 @@ fn http_options() {
             allowed_origins: vec!["https://a".into(), "https://b".into()],
             max_body_bytes: DEFAULT_MAX_MESSAGE_BYTES,
             max_sessions: 3,
+            limits: HttpLimits::default(),
         })
     );
     let c = run(

@@ -20,6 +20,7 @@
 //! Security (in this order, before the body is read): `Host` / `Origin` (403), the bearer
 //! token (401), the method and `Content-Type` (405, 415), then the body limit (413).
 
+mod conn;
 mod route;
 mod security;
 mod sse;
@@ -42,13 +43,17 @@ use taskstream_core::RequestId;
 use super::era::Session;
 use super::wire::ServerError;
 use super::{ConnectionState, Process, ServeError};
-use crate::config::HttpConfig;
+use crate::config::{HttpConfig, HttpLimits};
 use crate::log::log;
 use route::Router;
 use security::{Origins, Tokens};
 
 /// The session header (2025-11-25).
 const SESSION: &str = "mcp-session-id";
+/// Request bodies up to this size (declared) are not counted in `--max-body-memory-bytes`.
+const SMALL_BODY: usize = 16 * 1024;
+/// The protocol version header (both eras).
+const PROTOCOL_VERSION: &str = "mcp-protocol-version";
 /// Streams a session remembers for `Last-Event-ID`.
 const HISTORY: usize = 1024;
 /// A session unused this long may be evicted when the session limit is reached.
@@ -66,13 +71,19 @@ struct Server {
     max_body: usize,
     max_sessions: usize,
     sessions: Mutex<HashMap<String, Arc<HttpSession>>>,
-    /// Active modern-era streams per principal (at most `--max-streams` each).
-    modern_streams: sse::StreamCounts,
+    /// Active streams per principal, both eras (at most `--max-principal-streams` each).
+    stream_counts: sse::StreamCounts,
+    /// Bounds on connections, requests and streams.
+    limits: HttpLimits,
+    /// Request bodies in memory across all connections, in KiB (`--max-body-memory-bytes`).
+    body_budget: Arc<tokio::sync::Semaphore>,
 }
 
 /// A 2025-11-25 session: one engine connection.
 struct HttpSession {
     principal: String,
+    /// The protocol version `initialize` settled on: what `MCP-Protocol-Version` must say.
+    version: std::sync::OnceLock<String>,
     shared: Arc<ConnectionState>,
     lifecycle: Mutex<Session>,
     router: Router,
@@ -133,7 +144,11 @@ pub fn serve_http(process: Arc<Process>, http: &HttpConfig) -> Result<(), ServeE
             max_body: http.max_body_bytes,
             max_sessions: http.max_sessions,
             sessions: Mutex::new(HashMap::new()),
-            modern_streams: Arc::new(Mutex::new(HashMap::new())),
+            stream_counts: Arc::new(Mutex::new(HashMap::new())),
+            limits: http.limits,
+            body_budget: Arc::new(tokio::sync::Semaphore::new(kib(
+                http.limits.max_body_memory_bytes,
+            ))),
         });
         let app = axum::Router::new()
             .fallback(handle)
@@ -141,7 +156,7 @@ pub fn serve_http(process: Arc<Process>, http: &HttpConfig) -> Result<(), ServeE
         let signal = shutdown_signal()?;
         log!(Info, "listening on http://{local}/mcp");
         let stopping = Arc::new(tokio::sync::Notify::new());
-        let graceful = {
+        let stop_watcher = {
             let process = Arc::clone(&process);
             let stopping = Arc::clone(&stopping);
             let store = Arc::clone(&process.store);
@@ -163,17 +178,11 @@ pub fn serve_http(process: Arc<Process>, http: &HttpConfig) -> Result<(), ServeE
                 stopping.notify_one();
             }
         };
-        // Small SSE frames go out at once (no Nagle delay behind the headers).
-        let listener = axum::serve::ListenerExt::tap_io(listener, |tcp| {
-            if let Err(e) = tcp.set_nodelay(true) {
-                log!(Debug, "TCP_NODELAY: {e}");
-            }
-        });
-        let serving = axum::serve(listener, app).with_graceful_shutdown(graceful);
-        let serving = tokio::spawn(async move { serving.await });
-        stopping.notified().await;
-        // Open responses get a bounded grace period.
-        let _ = tokio::time::timeout(SHUTDOWN_GRACE, serving).await;
+        // Stops accepting once told to, then gives open responses a bounded grace period.
+        let watcher = tokio::spawn(stop_watcher);
+        let stopped = async move { stopping.notified().await };
+        conn::serve(listener, app, http.limits, stopped, SHUTDOWN_GRACE).await;
+        watcher.abort();
         Ok(())
     });
     let p = Arc::clone(&process);
@@ -312,6 +321,11 @@ async fn handle(State(server): State<Arc<Server>>, request: Request) -> Response
             }
         },
     };
+    if let Some(s) = &session {
+        if let Some(refused) = check_session_version(headers, s) {
+            return refused;
+        }
+    }
     match (parts.method, session) {
         (Method::POST, session) => {
             if !is_json(headers) {
@@ -322,16 +336,9 @@ async fn handle(State(server): State<Arc<Server>>, request: Request) -> Response
                     None,
                 );
             }
-            let body = match axum::body::to_bytes(body, server.max_body).await {
+            let (body, _budget) = match server.read_body(headers, body).await {
                 Ok(b) => b,
-                Err(_) => {
-                    return http_error(
-                        StatusCode::PAYLOAD_TOO_LARGE,
-                        ErrorCode::InvalidRequest,
-                        "Payload Too Large: the body exceeds --max-body-bytes",
-                        None,
-                    )
-                }
+                Err(refused) => return refused,
             };
             server.post(headers, body, principal, session).await
         }
@@ -474,10 +481,15 @@ impl Server {
                 None,
             );
         }
-        let modern = params
+        let meta_version = params
             .get("_meta")
-            .and_then(|m| m.get("io.modelcontextprotocol/protocolVersion"))
-            .is_some();
+            .and_then(|m| m.get("io.modelcontextprotocol/protocolVersion"));
+        let modern = meta_version.is_some();
+        if let Some(v) = meta_version.filter(|_| session.is_none()) {
+            if let Some(refused) = check_request_version(headers, v) {
+                return refused;
+            }
+        }
         let (shared, own, router) = match (&session, method.as_str()) {
             (Some(s), _) => (Arc::clone(&s.shared), false, s.router.clone()),
             (None, "initialize") if id.is_some() => {
@@ -570,6 +582,7 @@ impl Server {
         self.process.register(&shared);
         let session = Arc::new(HttpSession {
             principal,
+            version: std::sync::OnceLock::new(),
             shared: Arc::clone(&shared),
             lifecycle: Mutex::new(Session::default()),
             router: router.clone(),
@@ -589,7 +602,16 @@ impl Server {
         let Some(line) = rx.recv().await else {
             return status(StatusCode::INTERNAL_SERVER_ERROR);
         };
-        let ok = serde_json::from_slice::<Value>(&line).is_ok_and(|v| v.get("result").is_some());
+        let settled = serde_json::from_slice::<Value>(&line).ok().and_then(|v| {
+            v.get("result")?
+                .get("protocolVersion")?
+                .as_str()
+                .map(str::to_owned)
+        });
+        let ok = settled.is_some();
+        if let Some(v) = settled {
+            let _ = session.version.set(v);
+        }
         let mut r = json_response(line);
         let sid = new_session_id().filter(|_| ok);
         match sid.as_deref().map(HeaderValue::from_str) {
@@ -637,17 +659,21 @@ impl Server {
         };
         let s = session.clone();
         let engine = Arc::clone(&shared);
+        // The guard goes with the blocking call and comes back with it: a request dropped
+        // while the engine takes it is cancelled after the engine has seen it, not before
+        // (where the cancellation would name an id not yet known, and be ignored).
         let handled = tokio::task::spawn_blocking(move || {
             let mut fresh = Session::default();
             match &s {
                 Some(s) => engine.handle_line(&mut lock(&s.lifecycle), &body),
                 None => engine.handle_line(&mut fresh, &body),
             }
+            guard
         })
         .await;
-        if handled.is_err() {
+        let Ok(guard) = handled else {
             return status(StatusCode::INTERNAL_SERVER_ERROR);
-        }
+        };
         let Some(first) = rx.recv().await else {
             return status(StatusCode::INTERNAL_SERVER_ERROR);
         };
@@ -722,4 +748,201 @@ fn new_session_id() -> Option<String> {
     let mut bytes = [0u8; 16];
     getrandom::fill(&mut bytes).ok()?;
     Some(bytes.iter().map(|b| format!("{b:02x}")).collect())
+}
+
+/// Whole KiB covering `bytes` (the unit of the body budget), at least one.
+fn kib(bytes: usize) -> usize {
+    bytes.div_ceil(1024).max(1)
+}
+
+impl Server {
+    /// Reads a request body within its bounds (docs/security.md, "HTTP limits"): refused on
+    /// its declared length before a byte is read (413), on a share of the bodies-in-memory
+    /// budget it cannot have (503), on bad framing (400), on time (408), or on its real
+    /// length (413). The budget's share is held as long as the returned permit.
+    async fn read_body(
+        &self,
+        headers: &HeaderMap,
+        body: Body,
+    ) -> Result<(Bytes, tokio::sync::OwnedSemaphorePermit), Response> {
+        let declared = match headers.get(header::CONTENT_LENGTH) {
+            None => None,
+            Some(v) => match v.to_str().ok().and_then(|v| v.trim().parse::<u64>().ok()) {
+                Some(n) => Some(n),
+                None => {
+                    return Err(http_error(
+                        StatusCode::BAD_REQUEST,
+                        ErrorCode::InvalidRequest,
+                        "Bad Request: Content-Length is not a number",
+                        None,
+                    ))
+                }
+            },
+        };
+        if declared.is_some_and(|n| n > self.max_body as u64) {
+            return Err(too_large());
+        }
+        // A body of unknown length may take the whole limit.
+        let need = declared.map_or(self.max_body, |n| usize::try_from(n).unwrap_or(usize::MAX));
+        // A small body (a JSON-RPC request, nearly always) is not counted: their total is
+        // bounded by --max-connections, and a budget spent by large stalled uploads must not
+        // refuse every ordinary request.
+        let need = if need <= SMALL_BODY {
+            0
+        } else {
+            kib(need).min(kib(self.limits.max_body_memory_bytes))
+        };
+        let permit = u32::try_from(need)
+            .ok()
+            .and_then(|n| Arc::clone(&self.body_budget).try_acquire_many_owned(n).ok());
+        let Some(permit) = permit else {
+            let mut r = http_error(
+                StatusCode::SERVICE_UNAVAILABLE,
+                ErrorCode::InvalidRequest,
+                "Service Unavailable: too many request bodies in transit \
+                 (--max-body-memory-bytes); retry",
+                None,
+            );
+            r.headers_mut()
+                .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+            return Err(r);
+        };
+        let limited = http_body_util::Limited::new(body, self.max_body);
+        let collected = tokio::time::timeout(
+            self.limits.body_timeout,
+            http_body_util::BodyExt::collect(limited),
+        )
+        .await;
+        match collected {
+            Ok(Ok(c)) => Ok((c.to_bytes(), permit)),
+            Ok(Err(e)) if e.is::<http_body_util::LengthLimitError>() => Err(too_large()),
+            Ok(Err(_)) => {
+                let mut r = http_error(
+                    StatusCode::BAD_REQUEST,
+                    ErrorCode::InvalidRequest,
+                    "Bad Request: the request body is malformed (its framing could not be read)",
+                    None,
+                );
+                // Framing lost: the connection cannot carry another request.
+                r.headers_mut()
+                    .insert(header::CONNECTION, HeaderValue::from_static("close"));
+                Err(r)
+            }
+            Err(_) => {
+                let mut r = http_error(
+                    StatusCode::REQUEST_TIMEOUT,
+                    ErrorCode::InvalidRequest,
+                    "Request Timeout: the request body did not arrive in time (--body-timeout)",
+                    None,
+                );
+                r.headers_mut()
+                    .insert(header::CONNECTION, HeaderValue::from_static("close"));
+                Err(r)
+            }
+        }
+    }
+}
+
+fn too_large() -> Response {
+    let mut r = http_error(
+        StatusCode::PAYLOAD_TOO_LARGE,
+        ErrorCode::InvalidRequest,
+        "Payload Too Large: the body exceeds --max-body-bytes",
+        None,
+    );
+    // The rest of the body is not read: the connection cannot carry another request.
+    r.headers_mut()
+        .insert(header::CONNECTION, HeaderValue::from_static("close"));
+    r
+}
+
+/// The protocol versions a request may name in `MCP-Protocol-Version`.
+fn supported_versions() -> impl Iterator<Item = &'static str> {
+    super::era::LEGACY_VERSIONS
+        .into_iter()
+        .chain([super::wire::MODERN_VERSION])
+}
+
+/// The version `MCP-Protocol-Version` names: `None` when the header is absent (the transport
+/// takes such a request as its session's or body's version), `Some(None)` when it is not text.
+fn header_version(headers: &HeaderMap) -> Option<Option<&str>> {
+    headers
+        .get(PROTOCOL_VERSION)
+        .map(|v| v.to_str().ok().map(str::trim))
+}
+
+/// HX-01, HX-02 in a 2025-11-25 session: `MCP-Protocol-Version`, when sent, names a version
+/// this server speaks and the one the session's `initialize` settled on; else the 400 to
+/// answer with.
+fn check_session_version(headers: &HeaderMap, session: &HttpSession) -> Option<Response> {
+    let settled = session.version.get().map(String::as_str);
+    match header_version(headers) {
+        None => None,
+        Some(Some(v)) if settled.is_none_or(|s| s == v) && supported_versions().any(|s| s == v) => {
+            None
+        }
+        Some(Some(v)) if supported_versions().any(|s| s == v) => Some(version_refusal(
+            ErrorCode::InvalidRequest,
+            &format!(
+                "Bad Request: MCP-Protocol-Version {v} differs from this session's {}",
+                settled.unwrap_or_default()
+            ),
+            Some(v),
+        )),
+        Some(named) => Some(version_refusal(
+            ErrorCode::InvalidRequest,
+            "Bad Request: unsupported MCP-Protocol-Version",
+            named,
+        )),
+    }
+}
+
+/// HX-01, HX-02 for a 2026-07-28 request: `MCP-Protocol-Version`, when sent, names a version
+/// this server speaks and the one of the request's own `_meta`; else the 400 to answer with.
+fn check_request_version(headers: &HeaderMap, meta_version: &Value) -> Option<Response> {
+    match header_version(headers) {
+        None => None,
+        Some(Some(v)) if supported_versions().any(|s| s == v) => {
+            if meta_version.as_str() == Some(v) {
+                None
+            } else {
+                Some(version_refusal(
+                    ErrorCode::HeaderMismatch,
+                    &format!(
+                        "Bad Request: MCP-Protocol-Version {v} differs from the request's \
+                         _meta protocol version"
+                    ),
+                    Some(v),
+                ))
+            }
+        }
+        Some(named) => Some(version_refusal(
+            ErrorCode::UnsupportedProtocolVersion,
+            "Bad Request: unsupported MCP-Protocol-Version",
+            named,
+        )),
+    }
+}
+
+/// 400 with a JSON-RPC error naming the supported versions.
+fn version_refusal(code: ErrorCode, message: &str, requested: Option<&str>) -> Response {
+    let body = json!({
+        "jsonrpc": "2.0",
+        "id": Value::Null,
+        "error": {
+            "code": code.code(),
+            "message": message,
+            "data": {
+                "supported": supported_versions().collect::<Vec<_>>(),
+                "requested": requested,
+            },
+        },
+    });
+    let mut r = Response::new(Body::from(body.to_string()));
+    *r.status_mut() = StatusCode::BAD_REQUEST;
+    r.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    r
 }

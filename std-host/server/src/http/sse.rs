@@ -8,7 +8,7 @@
 //! on. A client that closes the response drops the producer, whose [`StreamHold`] releases the
 //! stream from its connection (the task is untouched, TS-08).
 
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
 use std::convert::Infallible;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -19,7 +19,7 @@ use futures_util::Stream;
 use tokio::sync::Notify;
 
 use super::super::delivery::STORAGE_FAILED;
-use super::super::stream::{Detached, Frame};
+use super::super::stream::{Detached, DetachedStart, Frame};
 use super::super::wire::ServerError;
 use super::super::{ConnectionState, Process};
 
@@ -93,27 +93,100 @@ pub(crate) fn comment() -> Bytes {
     Bytes::from_static(b": keep-alive\n\n")
 }
 
-/// Active modern-era streams per principal.
-pub(crate) type StreamCounts = Arc<Mutex<std::collections::HashMap<String, usize>>>;
-/// A stream's place in [`StreamCounts`]: the map and its principal.
-pub(crate) type StreamCount = (StreamCounts, String);
+/// Active streams per principal over HTTP (both eras), at most `--max-principal-streams` each.
+pub(crate) type StreamCounts = Arc<Mutex<HashMap<String, usize>>>;
 
-/// What a stream holds in its connection; released when the producer is dropped.
+/// One stream's place in its principal's count: taken before the stream is opened, given back
+/// when dropped, however the request ends (answered, refused, the client gone mid-request, the
+/// server stopping).
+pub(crate) struct Slot {
+    counts: StreamCounts,
+    principal: String,
+}
+
+impl Slot {
+    /// Takes a place for `principal` if it has fewer than `max` streams.
+    pub(crate) fn take(counts: &StreamCounts, principal: &str, max: usize) -> Option<Slot> {
+        let mut c = counts.lock().unwrap_or_else(PoisonError::into_inner);
+        let n = c.entry(principal.to_owned()).or_insert(0);
+        if *n >= max {
+            return None;
+        }
+        *n += 1;
+        Some(Slot {
+            counts: Arc::clone(counts),
+            principal: principal.to_owned(),
+        })
+    }
+}
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        let mut c = self.counts.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(n) = c.get_mut(&self.principal) {
+            *n = n.saturating_sub(1);
+            if *n == 0 {
+                c.remove(&self.principal);
+            }
+        }
+    }
+}
+
+/// What a stream holds, given back when the hold is dropped: its principal's [`Slot`] and,
+/// once [`armed`](StreamHold::arm), the stream in its connection's table.
+///
+/// A hold is made *before* the stream is opened and moves into the blocking call that opens
+/// it, which arms it only when the stream was admitted. Whatever becomes of the request, the
+/// hold is dropped exactly once: by the response's producer, by the handler on a refusal, or,
+/// when the client went away while the stream was being opened, by the runtime with the
+/// blocking call's unclaimed result. No path leaves a stream held with nobody to release it.
 pub(crate) struct StreamHold {
     pub(crate) shared: Arc<ConnectionState>,
     pub(crate) id: taskstream_core::RequestId,
     /// Set when a resume superseded this stream: its connection hold went to the new one.
     pub(crate) superseded: Arc<AtomicBool>,
-    /// The principal's count of modern-era streams, decremented on release.
-    pub(crate) counted: Option<StreamCount>,
+    /// The principal's count of streams, given back with the hold.
+    slot: Option<Slot>,
     /// Whether the connection holds the stream (a session: `notifications/cancelled` can end
     /// it); a modern request's stream is its own connection.
     pub(crate) held: bool,
-    /// Whether the hold was given back already (when the response was queued).
-    pub(crate) released: bool,
+    /// Whether there is nothing (left) to give back to the connection: not yet armed, or
+    /// released already (when the response was queued).
+    released: bool,
 }
 
 impl StreamHold {
+    /// A hold on `slot` only, for the stream of request `id` that is about to be opened.
+    pub(crate) fn unarmed(
+        shared: Arc<ConnectionState>,
+        id: taskstream_core::RequestId,
+        superseded: Arc<AtomicBool>,
+        slot: Slot,
+        held: bool,
+    ) -> StreamHold {
+        StreamHold {
+            shared,
+            id,
+            superseded,
+            slot: Some(slot),
+            held,
+            released: true,
+        }
+    }
+
+    /// Opens the stream on the calling (blocking) thread, arming the hold if it was admitted.
+    pub(crate) fn open(
+        mut self,
+        era: super::super::era::Era,
+        raw: &[u8],
+    ) -> (StreamHold, Result<DetachedStart, ServerError>) {
+        let opened = self.shared.open_detached(&self.id, era, raw, self.held);
+        if matches!(opened, Ok(DetachedStart::Streaming(_))) {
+            self.released = false;
+        }
+        (self, opened)
+    }
+
     /// Whether the stream must stop: cancelled (TS-08, DX-04: no frame after the
     /// cancellation is read), or taken over by a resume.
     fn is_over(&self) -> bool {
@@ -128,21 +201,13 @@ impl StreamHold {
             self.shared.release_detached(&self.id);
         }
         self.released = true;
+        self.slot = None;
     }
 }
 
 impl Drop for StreamHold {
     fn drop(&mut self) {
         self.release();
-        if let Some((counts, principal)) = &self.counted {
-            let mut c = counts.lock().unwrap_or_else(PoisonError::into_inner);
-            if let Some(n) = c.get_mut(principal) {
-                *n = n.saturating_sub(1);
-                if *n == 0 {
-                    c.remove(principal);
-                }
-            }
-        }
     }
 }
 

@@ -9,7 +9,7 @@ use axum::body::Bytes;
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::Response;
 use serde_json::{json, Value};
-use taskstream_core::rpc::ErrorCode;
+use taskstream_core::rpc::{ErrorCode, Reason};
 use taskstream_core::RequestId;
 
 use super::super::era::{Era, Session};
@@ -19,6 +19,13 @@ use super::super::ConnectionState;
 use super::{
     header_str, http_error, json_response, lock, sse, sse_response, status, HttpSession, Server,
     HISTORY,
+};
+
+/// The answer when a principal's streams are at `--max-principal-streams` (SE-07): the limit
+/// named is the one that was hit, never the connection's.
+const PRINCIPAL_STREAM_LIMIT: ServerError = ServerError::Limit {
+    reason: Reason::StreamLimit,
+    what: "too many active streams for this principal (--max-principal-streams); end one first",
 };
 
 /// The `tasks/stream` requests of a session, by stream number, for `Last-Event-ID`.
@@ -48,18 +55,8 @@ impl Server {
         principal: String,
         modern: bool,
     ) -> Response {
-        let counted = if modern {
-            let mut c = lock(&self.modern_streams);
-            let n = c.entry(principal.clone()).or_insert(0);
-            if *n >= self.process.config.max_streams {
-                drop(c);
-                let e = ServerError::Core(taskstream_core::rpc::RpcError::STREAM_LIMIT);
-                return json_response(e.line(Some(&id)));
-            }
-            *n += 1;
-            Some((Arc::clone(&self.modern_streams), principal))
-        } else {
-            None
+        let Some(slot) = self.stream_slot(&principal) else {
+            return json_response(PRINCIPAL_STREAM_LIMIT.line(Some(&id)));
         };
         let raw = params.to_string().into_bytes();
         let era = if modern {
@@ -68,10 +65,7 @@ impl Server {
                 params.as_object().unwrap_or(&serde_json::Map::new()),
             ) {
                 Ok(e) => e,
-                Err(e) => {
-                    release_count(counted);
-                    return json_response(e.line(Some(&id)));
-                }
+                Err(e) => return json_response(e.line(Some(&id))),
             }
         } else {
             Era::Legacy
@@ -82,59 +76,50 @@ impl Server {
             .unwrap_or_default()
             .to_owned();
         let after = params.get("after").and_then(Value::as_u64);
-        let hold_shared = Arc::clone(&shared);
-        let rid = id.clone();
-        let opened = tokio::task::spawn_blocking(move || {
-            hold_shared.open_detached(&rid, era, &raw, !modern)
-        })
-        .await;
-        let opened = match opened {
-            Ok(o) => o,
-            Err(_) => {
-                release_count(counted);
-                return status(StatusCode::INTERNAL_SERVER_ERROR);
-            }
+        let superseded = Arc::new(AtomicBool::new(false));
+        let hold =
+            sse::StreamHold::unarmed(shared, id.clone(), Arc::clone(&superseded), slot, !modern);
+        // The hold goes with the blocking call: if this request is dropped while it runs, the
+        // runtime drops the call's result, and with it the hold, releasing what it took.
+        let Ok((hold, opened)) = tokio::task::spawn_blocking(move || hold.open(era, &raw)).await
+        else {
+            return status(StatusCode::INTERNAL_SERVER_ERROR);
         };
         match opened {
-            Err(e) => {
-                release_count(counted);
-                json_response(e.line(Some(&id)))
-            }
-            Ok(DetachedStart::Complete(line)) => {
-                release_count(counted);
-                json_response(line)
-            }
+            Err(e) => json_response(e.line(Some(&id))),
+            Ok(DetachedStart::Complete(line)) => json_response(line),
             Ok(DetachedStart::Streaming(detached)) => {
-                let superseded = Arc::new(AtomicBool::new(false));
                 let (label, first) = match &session {
                     Some(s) => {
                         let n = s.next_stream.fetch_add(1, Ordering::Relaxed);
                         s.remember(
                             n,
                             Resumable {
-                                id: id.clone(),
+                                id,
                                 task_id,
                                 after,
-                                superseded: Arc::clone(&superseded),
+                                superseded,
                             },
                         );
                         (Some(n), Some(sse::priming(&format!("{n}-p"))))
                     }
                     None => (None, None),
                 };
-                let hold = sse::StreamHold {
-                    shared,
-                    id,
-                    superseded,
-                    held: !modern,
-                    released: false,
-                    counted,
-                };
                 let body =
                     sse::stream_body(Arc::clone(&self.process), detached, label, first, hold);
                 sse_response(body)
             }
         }
+    }
+
+    /// A place in `principal`'s count of streams (`--max-principal-streams`), if it has one
+    /// left.
+    fn stream_slot(&self, principal: &str) -> Option<sse::Slot> {
+        sse::Slot::take(
+            &self.stream_counts,
+            principal,
+            self.limits.max_principal_streams,
+        )
     }
 
     /// `GET` in a session: with `Last-Event-ID`, the resumption of that `tasks/stream`;
@@ -186,6 +171,10 @@ impl Server {
                 None,
             );
         };
+        let Some(slot) = self.stream_slot(&session.principal) else {
+            let line = PRINCIPAL_STREAM_LIMIT.line(Some(&old.id));
+            return sse_response(futures_util::stream::iter([Ok(sse::event(None, &line))]));
+        };
         // The new response takes over the old one's hold.
         old.superseded.store(true, Ordering::Release);
         session.shared.release_detached(&old.id);
@@ -201,61 +190,60 @@ impl Server {
             obj.insert("after".into(), json!(a));
         }
         let raw = params.to_string().into_bytes();
+        let superseded = Arc::new(AtomicBool::new(false));
+        let hold = sse::StreamHold::unarmed(
+            Arc::clone(&session.shared),
+            old.id.clone(),
+            Arc::clone(&superseded),
+            slot,
+            true,
+        );
         let server = Arc::clone(self);
         let session = Arc::clone(session);
         let body = futures_util::stream::once(async move {
-            let shared = Arc::clone(&session.shared);
-            let id = old.id.clone();
-            let opened = tokio::task::spawn_blocking(move || {
-                shared.open_detached(&id, Era::Legacy, &raw, true)
-            })
-            .await;
-            (server, session, old, n, opened)
+            // As in `open_stream`: the hold travels with the blocking call.
+            let opened = tokio::task::spawn_blocking(move || hold.open(Era::Legacy, &raw)).await;
+            (server, session, old, n, superseded, opened)
         });
-        let body = futures_util::StreamExt::flat_map(body, |(server, session, old, n, opened)| {
-            let frames: std::pin::Pin<
-                Box<
-                    dyn futures_util::Stream<Item = Result<Bytes, std::convert::Infallible>> + Send,
-                >,
-            > = match opened {
-                Ok(Ok(DetachedStart::Streaming(detached))) => {
-                    let superseded = Arc::new(AtomicBool::new(false));
-                    session.remember(
-                        n,
-                        Resumable {
-                            superseded: Arc::clone(&superseded),
-                            ..old.clone()
-                        },
-                    );
-                    let hold = sse::StreamHold {
-                        shared: Arc::clone(&session.shared),
-                        id: old.id.clone(),
-                        superseded,
-                        counted: None,
-                        held: true,
-                        released: false,
-                    };
-                    Box::pin(sse::stream_body(
-                        Arc::clone(&server.process),
-                        detached,
-                        Some(n),
-                        Some(sse::priming(&format!("{n}-p"))),
-                        hold,
-                    ))
-                }
-                Ok(Ok(DetachedStart::Complete(line))) => {
-                    Box::pin(futures_util::stream::iter([Ok(sse::event(None, &line))]))
-                }
-                // events_gone (or another refusal) is the resumed stream's answer: never an
-                // empty success.
-                Ok(Err(e)) => Box::pin(futures_util::stream::iter([Ok(sse::event(
-                    None,
-                    &e.line(Some(&old.id)),
-                ))])),
-                Err(_) => Box::pin(futures_util::stream::empty()),
-            };
-            frames
-        });
+        let body = futures_util::StreamExt::flat_map(
+            body,
+            |(server, session, old, n, superseded, opened)| {
+                let frames: std::pin::Pin<
+                    Box<
+                        dyn futures_util::Stream<Item = Result<Bytes, std::convert::Infallible>>
+                            + Send,
+                    >,
+                > = match opened {
+                    Ok((hold, Ok(DetachedStart::Streaming(detached)))) => {
+                        session.remember(
+                            n,
+                            Resumable {
+                                superseded,
+                                ..old.clone()
+                            },
+                        );
+                        Box::pin(sse::stream_body(
+                            Arc::clone(&server.process),
+                            detached,
+                            Some(n),
+                            Some(sse::priming(&format!("{n}-p"))),
+                            hold,
+                        ))
+                    }
+                    Ok((_, Ok(DetachedStart::Complete(line)))) => {
+                        Box::pin(futures_util::stream::iter([Ok(sse::event(None, &line))]))
+                    }
+                    // events_gone (or another refusal) is the resumed stream's answer: never an
+                    // empty success.
+                    Ok((_, Err(e))) => Box::pin(futures_util::stream::iter([Ok(sse::event(
+                        None,
+                        &e.line(Some(&old.id)),
+                    ))])),
+                    Err(_) => Box::pin(futures_util::stream::empty()),
+                };
+                frames
+            },
+        );
         sse_response(body)
     }
 }
@@ -270,15 +258,6 @@ impl HttpSession {
             if let Some(old) = h.order.pop_front() {
                 h.map.remove(&old);
             }
-        }
-    }
-}
-
-pub(super) fn release_count(counted: Option<sse::StreamCount>) {
-    if let Some((counts, principal)) = counted {
-        let mut c = lock(&counts);
-        if let Some(n) = c.get_mut(&principal) {
-            *n = n.saturating_sub(1);
         }
     }
 }
