@@ -71,6 +71,15 @@ async def test_gone_on_resume_recover_records_the_gap_fail_raises(connections) -
         assert follow.outcome.status == "completed"
 
 
+async def test_push_unsolicited_is_not_relied_on(connections) -> None:
+    conn = await faulty(connections, "push-unsolicited")
+    task_id = await start_emit(conn.session, count=5, interval_ms=10)
+    async with follow_task(conn, task_id) as follow:
+        assert await collect(follow) == list(range(7))
+    assert follow.stats.duplicates == 0
+    assert follow.outcome.status == "completed"
+
+
 async def test_never_close_ends_by_the_idle_check(connections) -> None:
     conn = await faulty(connections, "never-close")
     task_id = await start_emit(conn.session, count=5, interval_ms=10)

@@ -66,6 +66,15 @@ describe('client faults: survived', { timeout: 120_000 }, () => {
         }
     });
 
+    test('push-unsolicited: an event sent while no stream is open is not relied on', async () => {
+        const c = await faulty('push-unsolicited');
+        const taskId = await startEmit(c, { count: 5, interval_ms: 10 });
+        const follow = followTask({ client: c, taskId });
+        assert.deepEqual(await collect(follow), range(0, 6));
+        assert.equal(follow.stats.duplicates, 0);
+        assert.equal(follow.outcome.status, 'completed');
+    });
+
     test('never-close: a stream not answered after the terminal event ends by the idle check', async () => {
         const c = await faulty('never-close');
         const taskId = await startEmit(c, { count: 5, interval_ms: 10 });
