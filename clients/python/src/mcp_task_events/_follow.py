@@ -112,6 +112,10 @@ def _request(method: str, **params: Any) -> Any:
 # --- routing task events around the SDK --------------------------------------------------------
 
 
+# What a router hands its listeners when the connection's read stream has ended.
+_CONNECTION_ENDED: dict[str, Any] = {}
+
+
 class TaskEventRouter:
     """The ``notifications/tasks/event`` of one connection, routed to the follows reading them.
 
@@ -123,8 +127,11 @@ class TaskEventRouter:
         self._listeners: dict[str, Callable[[dict[str, Any]], None]] = {}
         self._followed: set[str] = set()
         self._left_open: set[str] = set()
+        self._closed = False
 
     def listen(self, task_id: str, fn: Callable[[dict[str, Any]], None]) -> Callable[[], None]:
+        if self._closed:
+            raise anyio.ClosedResourceError("the connection's read stream has ended")
         if task_id in self._listeners:
             raise RuntimeError(f"task {task_id} is already followed on this connection")
         self._followed.add(task_id)
@@ -146,6 +153,12 @@ class TaskEventRouter:
             # can only be that stream's, with a wrong taskId (NT-02).
             next(iter(self._listeners.values()))(params)
         # Otherwise (a cancelled stream's straggler, an unsolicited event) it is dropped.
+
+    def close(self) -> None:
+        """The connection's read stream ended: every open stream ends as a lost connection."""
+        self._closed = True
+        for fn in list(self._listeners.values()):
+            fn(_CONNECTION_ENDED)
 
     def left_open(self, task_id: str) -> None:
         """A stream of the task was cancelled before its end: events it sent may still come."""
@@ -171,6 +184,12 @@ async def tap_task_events(
     send, receive = anyio.create_memory_object_stream[Any](math.inf)
 
     async def pump() -> None:
+        try:
+            await forward()
+        finally:
+            router.close()
+
+    async def forward() -> None:
         async with send:
             async for item in read_stream:
                 if isinstance(item, SessionMessage):
@@ -313,8 +332,9 @@ class _Stream:
         self._events = conn.events
         try:
             self._unlisten = conn.events.listen(follow.task_id, self._deliver)
-        except RuntimeError as e:
+        except (RuntimeError, anyio.ClosedResourceError) as e:
             self._unlisten = lambda: None
+            self.done = True
             self._send.send_nowait(_End(error=e))
             return
         params: dict[str, Any] = {"taskId": follow.task_id}
@@ -341,7 +361,9 @@ class _Stream:
                 self._end(_End(error=e))
 
     def _deliver(self, params: dict[str, Any]) -> None:
-        if self._listening:
+        if params is _CONNECTION_ENDED:
+            self._end(_End(error=anyio.ClosedResourceError("the connection's read stream has ended")))
+        elif self._listening:
             try:
                 self._send.send_nowait(params)
             except anyio.ClosedResourceError:
