@@ -1,8 +1,18 @@
 // Types of @taskstream/mcp-task-events: following an MCP task's event stream (SEP-2694
-// `tasks/stream`) across reconnects with @modelcontextprotocol/sdk 1.x.
+// `tasks/stream`) across reconnects with @modelcontextprotocol/sdk 1.x or
+// @modelcontextprotocol/client 2.x.
 
-import type { Client } from '@modelcontextprotocol/sdk/client/index.js';
-import type { RequestOptions } from '@modelcontextprotocol/sdk/shared/protocol.js';
+/**
+ * What the package uses of an SDK `Client`: `Client` of `@modelcontextprotocol/sdk` 1.x and of
+ * `@modelcontextprotocol/client` 2.x both fit, without this package importing either.
+ */
+export interface Client {
+    request(request: { method: string; params?: Record<string, unknown> }, resultSchema: any, options?: any): Promise<any>;
+    fallbackNotificationHandler?: (notification: any) => Promise<void>;
+    close(): Promise<void>;
+}
+/** Request options passed on to the SDK (`signal`, `timeout`, ...). */
+export type RequestOptions = { signal?: AbortSignal; timeout?: number; [key: string]: unknown };
 
 /** The notification that carries a task event. */
 export declare const TASK_EVENT_METHOD: 'notifications/tasks/event';
@@ -79,7 +89,7 @@ export interface Gap {
 }
 
 export interface FollowOptions {
-    /** A connected SDK client. */
+    /** A connected SDK client (1.x or 2.x). */
     client: Client;
     taskId: string;
     /** Default: a new MemoryCursorStore. */

@@ -1,5 +1,6 @@
 // Follow an MCP task's event stream (SEP-2694 `tasks/stream`) across reconnects, with the
-// official TypeScript SDK (`@modelcontextprotocol/sdk` 1.x) `Client`.
+// official TypeScript SDK's `Client`: `@modelcontextprotocol/sdk` 1.x, or
+// `@modelcontextprotocol/client` 2.x.
 //
 // The client half of the resume contract:
 // - the cursor of a task is the seq of the last event the host *processed*; it is committed to
@@ -15,9 +16,9 @@
 //   a lost connection is replaced through the host's `reconnect` callback;
 // - the follow ends when the task is terminal and every retained event was processed.
 //
-// No runtime dependency beyond the SDK (which the host brings: a peer dependency).
+// No runtime dependency at all: the host brings its SDK (a peer dependency), and the package
+// only calls the `Client` it is given.
 
-import { ResultSchema, McpError } from '@modelcontextprotocol/sdk/types.js';
 import { mkdir, open, readFile, rename, unlink } from 'node:fs/promises';
 import { join } from 'node:path';
 
@@ -30,7 +31,18 @@ export const EVENTS_META_KEY = 'dev.taskstream/events';
 /** Task statuses after which no event is appended. */
 export const TERMINAL_STATUSES = Object.freeze(['completed', 'failed', 'cancelled']);
 
-const MAX_SEQ = Number.MAX_SAFE_INTEGER;
+/**
+ * The result schema handed to `client.request`: any result, as it came. It speaks both SDKs'
+ * schema protocols, so that the package imports neither: SDK 1.x calls `safeParse` (a Zod 3
+ * shaped schema), SDK 2.x validates through Standard Schema's `~standard`.
+ */
+const ANY_RESULT = Object.freeze({
+    safeParse: data => ({ success: true, data }),
+    parse: data => data,
+    '~standard': Object.freeze({ version: 1, vendor: 'mcp-task-events', validate: value => ({ value }) }),
+});
+// SDK 2.x's SdkError codes that mean the connection failed.
+const LOST_CODES = new Set(['CONNECTION_CLOSED', 'REQUEST_TIMEOUT', 'SEND_FAILED', 'NOT_CONNECTED']);
 // The SDK times every request out; a stream lasts as long as its task, so the follow keeps its
 // own idle timer instead and gives the SDK the longest timer Node accepts.
 const NO_SDK_TIMEOUT = 2_147_483_647;
@@ -76,12 +88,16 @@ export class ConnectionLostError extends Error {
 
 /** Whether an error from an SDK request means the connection (not the server) failed. */
 export function isConnectionLost(error) {
-    if (error instanceof McpError) return error.code === -32000 || error.code === -32001;
-    return true;
+    const code = error?.code;
+    // SDK 1.x: McpError, numeric: -32000 ConnectionClosed, -32001 RequestTimeout; anything else
+    // numeric is the server's answer. SDK 2.x: SdkError, a string code.
+    if (typeof code === 'number') return code === -32000 || code === -32001;
+    if (typeof code === 'string') return LOST_CODES.has(code);
+    return true; // a transport failure (fetch, a broken pipe)
 }
 
 function eventsGoneOf(error, taskId, after) {
-    const data = error instanceof McpError ? error.data : undefined;
+    const data = typeof error?.code === 'number' ? error.data : undefined;
     if (data?.reason !== 'events_gone') return undefined;
     const earliestSeq = data.earliestSeq;
     if (!Number.isSafeInteger(earliestSeq) || earliestSeq < 0) return undefined;
@@ -238,7 +254,7 @@ function routerOf(client) {
  * @param {string} taskId
  */
 export async function getEventRange(client, taskId, options = {}) {
-    const task = await client.request({ method: 'tasks/get', params: { taskId } }, ResultSchema, options);
+    const task = await client.request({ method: 'tasks/get', params: { taskId } }, ANY_RESULT, options);
     const range = task._meta?.[EVENTS_META_KEY];
     return {
         status: task.status,
@@ -256,7 +272,7 @@ export async function getEventRange(client, taskId, options = {}) {
  * the follow instead (`TaskFollow.cancel()` or its `signal`).
  */
 export async function cancelTask(client, taskId, options = {}) {
-    return client.request({ method: 'tasks/cancel', params: { taskId } }, ResultSchema, options);
+    return client.request({ method: 'tasks/cancel', params: { taskId } }, ANY_RESULT, options);
 }
 
 // --- following a task ----------------------------------------------------------------------
@@ -505,8 +521,9 @@ export class TaskFollow {
         let unlisten;
         let answered = false; // the server ended the stream (a result or an error)
         const router = routerOf(client);
-        // A stream of this task was cancelled on this client: a ping's answer comes after every
-        // event that stream sent, which are dropped as stragglers, before the new one is opened.
+        // A stream of this task was cancelled on this client: the answer to a request (tasks/get,
+        // valid in both eras, unlike ping) comes after every event that stream sent, which are
+        // dropped as stragglers, before the new one is opened.
         const barrier = router.takeLeftOpen(taskId);
         let listening = !barrier;
         try {
@@ -520,10 +537,10 @@ export class TaskFollow {
         this.#cancel.signal.addEventListener('abort', onCancel, { once: true });
         const params = after === undefined ? { taskId } : { taskId, after };
         if (!end) {
-            (barrier ? client.ping({ signal: request.signal }) : Promise.resolve())
+            (barrier ? client.request({ method: 'tasks/get', params: { taskId } }, ANY_RESULT, { signal: request.signal }) : Promise.resolve())
                 .then(() => {
                     listening = true;
-                    return client.request({ method: 'tasks/stream', params }, ResultSchema, { signal: request.signal, timeout: NO_SDK_TIMEOUT });
+                    return client.request({ method: 'tasks/stream', params }, ANY_RESULT, { signal: request.signal, timeout: NO_SDK_TIMEOUT });
                 })
                 .then(
                     result => { answered = true; end ??= { result }; wake?.(); },

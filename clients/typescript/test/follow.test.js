@@ -1,6 +1,6 @@
 // followTask against `taskstream serve`: over stdio (through `taskstream connect`, whose
-// background server keeps tasks running when a connection drops) and over Streamable HTTP
-// (2025-11-25 sessions, the era SDK 1.x speaks).
+// background server keeps tasks running when a connection drops) and over Streamable HTTP, on
+// SDK 1.x clients (2025-11-25: sessions) and SDK 2.x clients (2026-07-28: stateless requests).
 
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -10,25 +10,36 @@ import { join } from 'node:path';
 import {
     EventsGoneError, FileCursorStore, MemoryCursorStore, cancelTask, followTask, getEventRange,
 } from '../src/index.js';
-import { connectServer, httpServer, range, startEmit, stdioServer, until } from './helpers.js';
+import { connectServer, httpServer, range, startEmit as startEmitV1, until } from './helpers.js';
 
 const SERVE = ['serve', '--in-memory', '--durability', 'none'];
 const SMALL = [...SERVE, '--max-events-per-task', '5'];
 
+// Over stdio every connection is a `taskstream connect` relay to one background server per
+// data dir, so tasks outlive connections there as they do over HTTP.
 const transports = {
-    stdio: { main: async () => connectServer(), small: async () => stdioServer(SMALL) },
+    stdio: { main: async () => connectServer(), small: async () => connectServer(['--max-events-per-task', '5']) },
     http: { main: async () => httpServer(SERVE), small: async () => httpServer(SMALL) },
 };
+// SDK 1.x (2025-11-25) and SDK 2.x (2026-07-28): the follows run on clients of one or the
+// other; tasks are started by an SDK 1.x client of the same server (see helpers.startEmit).
+const SDKS = ['v1', 'v2'];
 
-for (const [name, make] of Object.entries(transports)) {
-    describe(`over ${name}`, { timeout: 120_000 }, () => {
+for (const [name, make] of Object.entries(transports)) for (const sdk of SDKS) {
+    describe(`over ${name}, SDK ${sdk}`, { timeout: 120_000 }, () => {
         let main;
         let small;
         const clients = [];
         const client = async server => {
-            const c = await server.client();
+            const c = await server.client(sdk);
             clients.push(c);
             return c;
+        };
+        const starters = new Map();
+        const startEmit = async (_follower, args, server = main) => {
+            if (!starters.has(server)) starters.set(server, await server.client('v1'));
+            clients.push(starters.get(server));
+            return startEmitV1(starters.get(server), args);
         };
         before(async () => {
             main = await make.main();
@@ -124,7 +135,7 @@ for (const [name, make] of Object.entries(transports)) {
 
         test('events_gone: fail, or recover from earliestSeq - 1 and report the gap', async () => {
             const c = await client(small);
-            const taskId = await startEmit(c, { count: 12 });
+            const taskId = await startEmit(c, { count: 12 }, small);
             await until(async () => (await getEventRange(c, taskId)).terminal, 'the task to end');
             const r = await getEventRange(c, taskId);
             assert.deepEqual([r.earliestSeq, r.latestSeq], [9, 13]);

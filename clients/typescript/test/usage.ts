@@ -1,6 +1,7 @@
 // Type-checked by `tsc -p tsconfig.json` (not run): the declarations fit the SDK's own types
 // and the README's usage.
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { Client as ClientV2 } from '@modelcontextprotocol/client';
 import {
     EventsGoneError, FileCursorStore, followTask, getEventRange, type FollowOutcome, type TaskEvent,
 } from '../src/index.js';
@@ -29,4 +30,10 @@ export async function usage(connect: () => Promise<Client>, taskId: string): Pro
         if (e instanceof EventsGoneError) console.log(e.earliestSeq);
         throw e;
     }
+}
+
+export async function usageV2(client: ClientV2, taskId: string): Promise<number | undefined> {
+    const follow = followTask({ client, taskId });
+    for await (const event of follow) console.log(event.seq);
+    return follow.cursor;
 }

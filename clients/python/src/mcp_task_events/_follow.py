@@ -347,11 +347,12 @@ class _Stream:
         with self._scope:
             try:
                 if barrier:
-                    # A stream of this task was cancelled on this connection: a ping's answer
-                    # comes after every event that stream sent, which are dropped as stragglers,
-                    # before the new stream is opened.
+                    # A stream of this task was cancelled on this connection: the answer to a
+                    # request (tasks/get, valid in both eras, unlike ping) comes after every
+                    # event that stream sent, which are dropped as stragglers, before the new
+                    # stream is opened.
                     self._listening = False
-                    await self._session.send_ping()
+                    await self._session.send_request(_request("tasks/get", taskId=params["taskId"]), _AnyResult)
                     self._listening = True
                 # The id send_request is about to use, for notifications/cancelled.
                 self._request_id = self._session._request_id
