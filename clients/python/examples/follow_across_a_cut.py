@@ -8,6 +8,7 @@ seq 5 while the task runs, and goes on through `reconnect` on a new one. Prints 
 is processed and exits non-zero unless every event was processed exactly once.
 """
 
+import logging
 import sys
 import tempfile
 import warnings
@@ -22,6 +23,9 @@ from mcp_task_events import FileCursorStore, TaskStreamConnection, follow_task, 
 # mcp 1.x marks its SEP-1686 (2025-11-25) task API experimental and deprecated; it is the era
 # this SDK version speaks.
 warnings.filterwarnings("ignore", category=DeprecationWarning, message=".*experimental tasks API.*")
+# When the demo drops its first connection, the SDK's HTTP reader logs (with a traceback) the
+# event it could no longer hand to the closed session; that is the drop itself, not an error.
+logging.getLogger("mcp.client.streamable_http").setLevel(logging.CRITICAL)
 
 
 async def open_connection(tg: anyio.abc.TaskGroup, url: str) -> tuple[TaskStreamConnection, anyio.Event]:
