@@ -1,0 +1,53 @@
+"""Follow an MCP task's event stream (SEP-2694 ``tasks/stream``) across reconnects with the
+``mcp`` Python SDK: a cursor committed after processing, resume with ``after``,
+de-duplication by ``(taskId, seq)``, ``events_gone`` recovery, the task's terminal status."""
+
+from ._cursors import CursorStore, FileCursorStore, MemoryCursorStore
+from ._follow import (
+    EVENTS_META_KEY,
+    RELATED_TASK_META_KEY,
+    TASK_EVENT_METHOD,
+    TERMINAL_STATUSES,
+    ConnectionLostError,
+    EventRange,
+    EventsGoneError,
+    FollowOutcome,
+    FollowStats,
+    Gap,
+    StreamViolationError,
+    TaskEvent,
+    TaskEventRouter,
+    TaskFollow,
+    TaskStreamConnection,
+    cancel_task,
+    follow_task,
+    get_event_range,
+    is_connection_lost,
+    tap_task_events,
+)
+
+__all__ = [
+    "EVENTS_META_KEY",
+    "RELATED_TASK_META_KEY",
+    "TASK_EVENT_METHOD",
+    "TERMINAL_STATUSES",
+    "ConnectionLostError",
+    "CursorStore",
+    "EventRange",
+    "EventsGoneError",
+    "FileCursorStore",
+    "FollowOutcome",
+    "FollowStats",
+    "Gap",
+    "MemoryCursorStore",
+    "StreamViolationError",
+    "TaskEvent",
+    "TaskEventRouter",
+    "TaskFollow",
+    "TaskStreamConnection",
+    "cancel_task",
+    "follow_task",
+    "get_event_range",
+    "is_connection_lost",
+    "tap_task_events",
+]

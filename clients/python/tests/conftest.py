@@ -1,0 +1,195 @@
+"""Servers to follow tasks on (taskstream serve / connect / conformance-server, over stdio or
+Streamable HTTP) and connections to them that a test can cut."""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import Any
+
+import anyio
+import anyio.abc
+import pytest
+from mcp import ClientSession, StdioServerParameters
+from mcp.client.stdio import stdio_client
+from pydantic import ConfigDict
+
+import mcp.types as types
+from mcp_task_events import TaskStreamConnection, tap_task_events
+
+try:
+    from mcp.client.streamable_http import streamable_http_client as http_client
+except ImportError:  # older name
+    from mcp.client.streamable_http import streamablehttp_client as http_client
+
+BIN = os.environ.get("TASKSTREAM_BIN", "")
+SERVE = ["serve", "--in-memory", "--durability", "none"]
+SMALL = [*SERVE, "--max-events-per-task", "5"]
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+@dataclass
+class Conn(TaskStreamConnection):
+    """A connection a test can cut: the transport's read stream ends (as when the process or
+    the socket is gone), then the connection is closed. Its tasks run on in the server."""
+
+    _cut: Any = None
+    _stop: Any = None
+
+    async def cut(self) -> None:
+        await self._cut()
+        # The session answers its pending requests "connection closed" once it has read the
+        # end of the stream; only then is the connection closed (closing it first would cancel
+        # the session before it could).
+        with anyio.fail_after(10):
+            while self.session._response_streams:
+                await anyio.sleep(0.01)
+        self._stop.set()
+
+
+async def open_connection(tg: anyio.abc.TaskGroup, target: list[str] | str) -> Conn:
+    """Opens a connection in `tg`: `target` is a stdio command line or an HTTP URL."""
+    ready = anyio.Event()
+    stop = anyio.Event()
+    box: dict[str, Any] = {}
+
+    async def run() -> None:
+        try:
+            if isinstance(target, str):
+                transport = http_client(target)
+            else:
+                transport = stdio_client(
+                    StdioServerParameters(command=target[0], args=target[1:]), errlog=open(os.devnull, "w")
+                )
+            async with transport as streams:
+                read, write = streams[0], streams[1]
+                # A stream between the transport and the tap, so that a test can end it.
+                middle_send, middle_receive = anyio.create_memory_object_stream[Any](math.inf)
+
+                pump_scope = anyio.CancelScope()
+
+                async def pump() -> None:
+                    with pump_scope:
+                        async with middle_send:
+                            async for item in read:
+                                await middle_send.send(item)
+
+                async def cut() -> None:
+                    # The pump stops and closes its end: the session reads end-of-stream, as
+                    # from a transport whose process or socket is gone.
+                    pump_scope.cancel()
+
+                async with anyio.create_task_group() as inner:
+                    inner.start_soon(pump)
+                    async with tap_task_events(middle_receive) as (tapped, router):
+                        async with ClientSession(tapped, write) as session:
+                            await session.initialize()
+                            box["conn"] = Conn(session, router, cut, stop)
+                            ready.set()
+                            await stop.wait()
+                    inner.cancel_scope.cancel()
+        except Exception as e:  # a cut connection may fail on its way out
+            box.setdefault("error", e)
+        finally:
+            ready.set()
+
+    tg.start_soon(run)
+    with anyio.fail_after(20):
+        await ready.wait()
+    if "conn" not in box:
+        raise RuntimeError(f"could not connect to {target}: {box.get('error')!r}")
+    return box["conn"]
+
+
+@pytest.fixture
+async def connections() -> AsyncIterator[anyio.abc.TaskGroup]:
+    async with anyio.create_task_group() as tg:
+        yield tg
+        tg.cancel_scope.cancel()
+
+
+class HttpServer:
+    def __init__(self, args: list[str]) -> None:
+        self.proc = subprocess.Popen(
+            [BIN, *args, "--http", "127.0.0.1:0"], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE, text=True,
+        )
+        assert self.proc.stderr is not None
+        for line in self.proc.stderr:
+            m = re.search(r"listening on (http://127\.0\.0\.1:\d+/mcp)", line)
+            if m:
+                self.url = m.group(1)
+                break
+        else:
+            raise RuntimeError("the server wrote no `listening on` line")
+        # Keep draining its log so that it never blocks on a full pipe.
+        import threading
+
+        threading.Thread(target=lambda: [None for _ in self.proc.stderr], daemon=True).start()  # type: ignore[union-attr]
+
+    def close(self) -> None:
+        self.proc.terminate()
+        self.proc.wait(timeout=20)
+
+
+class ConnectServer:
+    """`taskstream connect` on a data dir: each connection is a relay to the dir's background
+    server, which keeps the tasks running when a connection drops."""
+
+    def __init__(self) -> None:
+        self.dir = tempfile.mkdtemp(prefix="mcp-task-events-")
+        self.target = [BIN, "connect", "--data-dir", self.dir, "--idle-exit", "30", "--durability", "none"]
+
+    def close(self) -> None:
+        subprocess.run([BIN, "connect", "--stop", "--data-dir", self.dir], capture_output=True, timeout=20)
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+@pytest.fixture(params=["stdio", "http"])
+def servers(request: pytest.FixtureRequest) -> Any:
+    """(main target, small-retention target) for one transport."""
+    if not BIN:
+        pytest.fail("TASKSTREAM_BIN must name the taskstream binary")
+    if request.param == "stdio":
+        main = ConnectServer()
+        yield main.target, [BIN, *SMALL]
+        main.close()
+    else:
+        main_http = HttpServer(SERVE)
+        small_http = HttpServer(SMALL)
+        yield main_http.url, small_http.url
+        main_http.close()
+        small_http.close()
+
+
+class _Params(types.RequestParams):
+    model_config = ConfigDict(extra="allow")
+
+
+class _Request(types.Request[_Params, str]):
+    method: str
+    params: _Params
+
+
+class _Result(types.Result):
+    model_config = ConfigDict(extra="allow")
+
+
+async def start_emit(session: ClientSession, **arguments: Any) -> str:
+    """Starts `emit` as a task (2025-11-25 `params.task`) and answers its id."""
+    r = await session.send_request(
+        _Request(method="tools/call", params=_Params(name="emit", arguments=arguments, task={"ttl": 60000})), _Result
+    )
+    task = (r.model_extra or {}).get("task") or {}
+    assert isinstance(task.get("taskId"), str), r
+    return task["taskId"]
