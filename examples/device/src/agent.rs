@@ -38,11 +38,13 @@ use crate::out::Out;
 use crate::params::{self, Meta, MODERN, TASKS_EXTENSION};
 
 /// Task slots.
-pub(crate) const TASKS: usize = 3;
+pub(crate) const TASKS: usize = 2;
 /// Events each task's ring holds.
-pub(crate) const RING_EVENTS: usize = 32;
-/// Bytes of event types and payloads each ring holds (32 readings fit).
-pub(crate) const RING_BYTES: usize = 2048;
+pub(crate) const RING_EVENTS: usize = 16;
+/// Bytes of event types and payloads each ring holds: 16 readings of up to 74 bytes (the type's
+/// 21 and a payload of 53 while the uptime has at most 8 digits, 27 hours), plus the end of the
+/// arena that an entry wrapping to its start may leave unused.
+pub(crate) const RING_BYTES: usize = 1280;
 /// Concurrent `tasks/stream` requests.
 pub(crate) const STREAMS: usize = 2;
 /// How long an ended task stays retrievable: its `ttl`.
@@ -57,8 +59,6 @@ const FRAMES_PER_STEP: usize = 16;
 /// Readings taken per task and main-loop turn, likewise.
 const SAMPLES_PER_STEP: usize = 16;
 
-/// Room for the payload of a reading or a status event.
-const PAYLOAD_BYTES: usize = 96;
 const SAMPLE_TYPE: &str = "dev.taskstream.sample";
 const STATUS_TYPE: &str = "dev.taskstream.task.status";
 const SERVER_INFO: &str = r#""serverInfo":{"name":"taskstream-device","version":"0.1.0"}"#;
@@ -408,9 +408,9 @@ impl Agent {
         task.updated = now;
         task.ring.reset(Seq::ZERO);
         task.waiter = None;
-        status_event(task, now);
+        status_event(task, now, &mut self.out);
         if count == 0 {
-            finish(task, Status::Completed, now);
+            finish(task, Status::Completed, now, &mut self.out);
         }
         let legacy = self.legacy;
         let out = begin(&mut self.out, id);
@@ -479,7 +479,7 @@ impl Agent {
                 return self.error(Some(id), &e);
             }
         } else {
-            finish(task, Status::Cancelled, now);
+            finish(task, Status::Cancelled, now, &mut self.out);
         }
         let out = begin(&mut self.out, id);
         if legacy {
@@ -590,10 +590,10 @@ impl Agent {
                     break;
                 }
                 budget -= 1;
-                sample(task, now);
+                sample(task, now, &mut self.out);
                 task.due = task.due.saturating_add(Millis(task.interval_ms));
                 if task.done >= task.count {
-                    finish(task, Status::Completed, now);
+                    finish(task, Status::Completed, now, &mut self.out);
                 }
             }
             // The ring is the agent's only store of events: nothing else to tell of what aged out.
@@ -815,8 +815,8 @@ fn append(task: &mut Task, now: Millis, event_type: &str, payload: &[u8]) {
 }
 
 /// One reading of the board, as an event.
-fn sample(task: &mut Task, now: Millis) {
-    let mut out = Out::<PAYLOAD_BYTES>::new();
+fn sample(task: &mut Task, now: Millis, out: &mut Out) {
+    out.clear();
     out.s(r#"{"i":"#)
         .u64(task.done)
         .s(r#","reading":"#)
@@ -830,8 +830,8 @@ fn sample(task: &mut Task, now: Millis) {
     task.done += 1;
 }
 
-fn status_event(task: &mut Task, now: Millis) {
-    let mut out = Out::<PAYLOAD_BYTES>::new();
+fn status_event(task: &mut Task, now: Millis, out: &mut Out) {
+    out.clear();
     out.s(r#"{"status":""#).s(task.status.name()).s(r#""}"#);
     if let Some(payload) = out.message() {
         append(task, now, STATUS_TYPE, payload);
@@ -839,8 +839,8 @@ fn status_event(task: &mut Task, now: Millis) {
 }
 
 /// Ends a task: its status, then the status event that closes its streams once delivered.
-fn finish(task: &mut Task, status: Status, now: Millis) {
+fn finish(task: &mut Task, status: Status, now: Millis, out: &mut Out) {
     task.status = status;
     task.updated = now;
-    status_event(task, now);
+    status_event(task, now, out);
 }
