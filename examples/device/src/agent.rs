@@ -9,7 +9,7 @@
 //!   `dev.taskstream.task.status` events;
 //! - `tools/call` as a task (SEP-1686 `params.task` in the legacy era, the SEP-2663 extension
 //!   in the modern one), `tasks/get`, `tasks/cancel`, and in the legacy era `tasks/result`
-//!   (answered when the task ends; one waiting request per task) and `tasks/list`;
+//!   (answered when the task ends; one waiting request on the device) and `tasks/list`;
 //! - `tasks/stream` (SEP-2694): replay from the task's ring, live delivery, `events_gone` when
 //!   the ring moved past the cursor, `notifications/cancelled` of a stream.
 //!
@@ -37,14 +37,15 @@ use taskstream_core::{
 use crate::out::Out;
 use crate::params::{self, Meta, MODERN, TASKS_EXTENSION};
 
-/// Task slots.
-pub(crate) const TASKS: usize = 2;
+/// Task slots: one more than [`STREAMS`], so that the stream limit can be reached and refused
+/// with tasks to spare (SE-07).
+pub(crate) const TASKS: usize = 3;
 /// Events each task's ring holds.
-pub(crate) const RING_EVENTS: usize = 16;
-/// Bytes of event types and payloads each ring holds: 16 readings of up to 74 bytes (the type's
+pub(crate) const RING_EVENTS: usize = 12;
+/// Bytes of event types and payloads each ring holds: 12 readings of up to 74 bytes (the type's
 /// 21 and a payload of 53 while the uptime has at most 8 digits, 27 hours), plus the end of the
 /// arena that an entry wrapping to its start may leave unused.
-pub(crate) const RING_BYTES: usize = 1280;
+pub(crate) const RING_BYTES: usize = 968;
 /// Concurrent `tasks/stream` requests.
 pub(crate) const STREAMS: usize = 2;
 /// How long an ended task stays retrievable: its `ttl`.
@@ -131,8 +132,6 @@ struct Task {
     created: Millis,
     updated: Millis,
     ring: EventRing<RING_EVENTS, RING_BYTES>,
-    /// A legacy `tasks/result` waiting for the task to end (one per task).
-    waiter: Option<RequestId>,
 }
 
 impl Task {
@@ -160,6 +159,10 @@ pub(crate) struct Agent {
     legacy: bool,
     rng: [u64; 2],
     out: Out,
+    /// The legacy `tasks/result` waiting for a task to end, and that task: one on the device
+    /// (a second waiter is refused with `waiter_limit`), not one per task, for the RAM a
+    /// request id takes (144 bytes).
+    waiter: Option<(Key, RequestId)>,
 }
 
 static mut AGENT: MaybeUninit<Agent> = MaybeUninit::zeroed();
@@ -174,6 +177,7 @@ impl Agent {
         #[allow(unsafe_code)]
         let agent = unsafe { (*core::ptr::addr_of_mut!(AGENT)).assume_init_mut() };
         agent.streams = StreamTable::new(STREAMS);
+        agent.waiter = None;
         agent
     }
 
@@ -221,11 +225,9 @@ impl Agent {
         if n.method == rpc::method::CANCELLED {
             if let Ok(id) = rpc::parse_cancelled_params(n.params.unwrap_or(b"{}")) {
                 if self.streams.cancel(&id).is_none() {
-                    // Or a waiting `tasks/result`: it is dropped, unanswered.
-                    for task in &mut self.tasks {
-                        if task.waiter.as_ref() == Some(&id) {
-                            task.waiter = None;
-                        }
+                    // Or the waiting `tasks/result`: it is dropped, unanswered.
+                    if self.waiter.as_ref().is_some_and(|(_, w)| *w == id) {
+                        self.waiter = None;
                     }
                 }
             }
@@ -292,9 +294,7 @@ impl Agent {
         self.legacy = true;
         // A handshake on the line is a new peer: the old one's streams are gone with it.
         self.streams = StreamTable::new(STREAMS);
-        for task in &mut self.tasks {
-            task.waiter = None;
-        }
+        self.waiter = None;
         let version = if params::is_string(params, "protocolVersion", "2025-06-18") {
             "2025-06-18"
         } else {
@@ -407,7 +407,6 @@ impl Agent {
         task.created = now;
         task.updated = now;
         task.ring.reset(Seq::ZERO);
-        task.waiter = None;
         status_event(task, now, &mut self.out);
         if count == 0 {
             finish(task, Status::Completed, now, &mut self.out);
@@ -502,15 +501,16 @@ impl Agent {
         if task.status != Status::Working {
             return final_answer(&mut self.out, id, task);
         }
-        if task.waiter.is_some() {
+        if self.waiter.is_some() {
             let e = RpcError {
                 code: ErrorCode::InvalidParams,
-                message: "Invalid params: a tasks/result request already waits for this task",
+                message:
+                    "Invalid params: a tasks/result request already waits (the device holds one)",
                 data: rpc::ErrorData::Reason(rpc::Reason::WaiterLimit),
             };
             return self.error(Some(id), &e);
         }
-        task.waiter = Some(id.clone());
+        self.waiter = Some(((slot as u8, task.generation), id.clone()));
     }
 
     /// `tasks/list` (SEP-1686): every task the device holds, in one page.
@@ -577,7 +577,7 @@ impl Agent {
     /// or frames are left for the next turn.
     pub(crate) fn step(&mut self, now: Millis) -> bool {
         let mut behind = false;
-        for task in &mut self.tasks {
+        for (slot, task) in self.tasks.iter_mut().enumerate() {
             if !task.used {
                 continue;
             }
@@ -599,8 +599,11 @@ impl Agent {
             // The ring is the agent's only store of events: nothing else to tell of what aged out.
             let _aged_out = task.ring.expire(now, &POLICY);
             if task.status != Status::Working {
-                if let Some(waiter) = task.waiter.take() {
-                    final_answer(&mut self.out, &waiter, task);
+                let key = (slot as u8, task.generation);
+                if self.waiter.as_ref().is_some_and(|(k, _)| *k == key) {
+                    if let Some((_, waiter)) = self.waiter.take() {
+                        final_answer(&mut self.out, &waiter, task);
+                    }
                 }
                 if POLICY.is_task_expired(task.updated, now) {
                     task.used = false;

@@ -38,7 +38,7 @@ use taskstream_core::Millis;
 /// The longest request line accepted; a longer one is answered -32600 and skipped.
 const LINE_BYTES: usize = 512;
 /// Bytes the receive interrupt can hold before the main loop takes them.
-const RX_FIFO_BYTES: usize = 256;
+const RX_FIFO_BYTES: usize = 128;
 
 /// The board: its UART, clock and interrupt numbers. One module per board, the same functions
 /// in each; the rest of the program knows no register.

@@ -6,7 +6,7 @@ use taskstream_core::RequestId;
 
 /// The largest message the agent writes. The longest it has to write is `tools/list`'s answer,
 /// 617 bytes with a 128-byte id; one that does not fit is answered with an internal error.
-pub(crate) const OUT_BYTES: usize = 768;
+pub(crate) const OUT_BYTES: usize = 640;
 
 /// A message being written. One type, not one per buffer size: the event payloads the agent
 /// makes are written into the same buffer as its messages, before the message that uses it.
