@@ -9,7 +9,7 @@
 //!   `dev.taskstream.task.status` events;
 //! - `tools/call` as a task (SEP-1686 `params.task` in the legacy era, the SEP-2663 extension
 //!   in the modern one), `tasks/get`, `tasks/cancel`, and in the legacy era `tasks/result`
-//!   (answered when the task ends; one waiting request per task) and `tasks/list`;
+//!   (answered when the task ends; one waiting request on the device) and `tasks/list`;
 //! - `tasks/stream` (SEP-2694): replay from the task's ring, live delivery, `events_gone` when
 //!   the ring moved past the cursor, `notifications/cancelled` of a stream.
 //!
@@ -37,12 +37,15 @@ use taskstream_core::{
 use crate::out::Out;
 use crate::params::{self, Meta, MODERN, TASKS_EXTENSION};
 
-/// Task slots.
+/// Task slots: one more than [`STREAMS`], so that the stream limit can be reached and refused
+/// with tasks to spare (SE-07).
 pub(crate) const TASKS: usize = 3;
 /// Events each task's ring holds.
-pub(crate) const RING_EVENTS: usize = 32;
-/// Bytes of event types and payloads each ring holds (32 readings fit).
-pub(crate) const RING_BYTES: usize = 2048;
+pub(crate) const RING_EVENTS: usize = 12;
+/// Bytes of event types and payloads each ring holds: 12 readings of up to 74 bytes (the type's
+/// 21 and a payload of 53 while the uptime has at most 8 digits, 27 hours), plus the end of the
+/// arena that an entry wrapping to its start may leave unused.
+pub(crate) const RING_BYTES: usize = 968;
 /// Concurrent `tasks/stream` requests.
 pub(crate) const STREAMS: usize = 2;
 /// How long an ended task stays retrievable: its `ttl`.
@@ -57,8 +60,6 @@ const FRAMES_PER_STEP: usize = 16;
 /// Readings taken per task and main-loop turn, likewise.
 const SAMPLES_PER_STEP: usize = 16;
 
-/// Room for the payload of a reading or a status event.
-const PAYLOAD_BYTES: usize = 96;
 const SAMPLE_TYPE: &str = "dev.taskstream.sample";
 const STATUS_TYPE: &str = "dev.taskstream.task.status";
 const SERVER_INFO: &str = r#""serverInfo":{"name":"taskstream-device","version":"0.1.0"}"#;
@@ -131,8 +132,6 @@ struct Task {
     created: Millis,
     updated: Millis,
     ring: EventRing<RING_EVENTS, RING_BYTES>,
-    /// A legacy `tasks/result` waiting for the task to end (one per task).
-    waiter: Option<RequestId>,
 }
 
 impl Task {
@@ -160,6 +159,10 @@ pub(crate) struct Agent {
     legacy: bool,
     rng: [u64; 2],
     out: Out,
+    /// The legacy `tasks/result` waiting for a task to end, and that task: one on the device
+    /// (a second waiter is refused with `waiter_limit`), not one per task, for the RAM a
+    /// request id takes (144 bytes).
+    waiter: Option<(Key, RequestId)>,
 }
 
 static mut AGENT: MaybeUninit<Agent> = MaybeUninit::zeroed();
@@ -174,6 +177,7 @@ impl Agent {
         #[allow(unsafe_code)]
         let agent = unsafe { (*core::ptr::addr_of_mut!(AGENT)).assume_init_mut() };
         agent.streams = StreamTable::new(STREAMS);
+        agent.waiter = None;
         agent
     }
 
@@ -221,11 +225,9 @@ impl Agent {
         if n.method == rpc::method::CANCELLED {
             if let Ok(id) = rpc::parse_cancelled_params(n.params.unwrap_or(b"{}")) {
                 if self.streams.cancel(&id).is_none() {
-                    // Or a waiting `tasks/result`: it is dropped, unanswered.
-                    for task in &mut self.tasks {
-                        if task.waiter.as_ref() == Some(&id) {
-                            task.waiter = None;
-                        }
+                    // Or the waiting `tasks/result`: it is dropped, unanswered.
+                    if self.waiter.as_ref().is_some_and(|(_, w)| *w == id) {
+                        self.waiter = None;
                     }
                 }
             }
@@ -292,9 +294,7 @@ impl Agent {
         self.legacy = true;
         // A handshake on the line is a new peer: the old one's streams are gone with it.
         self.streams = StreamTable::new(STREAMS);
-        for task in &mut self.tasks {
-            task.waiter = None;
-        }
+        self.waiter = None;
         let version = if params::is_string(params, "protocolVersion", "2025-06-18") {
             "2025-06-18"
         } else {
@@ -407,10 +407,9 @@ impl Agent {
         task.created = now;
         task.updated = now;
         task.ring.reset(Seq::ZERO);
-        task.waiter = None;
-        status_event(task, now);
+        status_event(task, now, &mut self.out);
         if count == 0 {
-            finish(task, Status::Completed, now);
+            finish(task, Status::Completed, now, &mut self.out);
         }
         let legacy = self.legacy;
         let out = begin(&mut self.out, id);
@@ -479,7 +478,7 @@ impl Agent {
                 return self.error(Some(id), &e);
             }
         } else {
-            finish(task, Status::Cancelled, now);
+            finish(task, Status::Cancelled, now, &mut self.out);
         }
         let out = begin(&mut self.out, id);
         if legacy {
@@ -502,15 +501,16 @@ impl Agent {
         if task.status != Status::Working {
             return final_answer(&mut self.out, id, task);
         }
-        if task.waiter.is_some() {
+        if self.waiter.is_some() {
             let e = RpcError {
                 code: ErrorCode::InvalidParams,
-                message: "Invalid params: a tasks/result request already waits for this task",
+                message:
+                    "Invalid params: a tasks/result request already waits (the device holds one)",
                 data: rpc::ErrorData::Reason(rpc::Reason::WaiterLimit),
             };
             return self.error(Some(id), &e);
         }
-        task.waiter = Some(id.clone());
+        self.waiter = Some(((slot as u8, task.generation), id.clone()));
     }
 
     /// `tasks/list` (SEP-1686): every task the device holds, in one page.
@@ -577,7 +577,7 @@ impl Agent {
     /// or frames are left for the next turn.
     pub(crate) fn step(&mut self, now: Millis) -> bool {
         let mut behind = false;
-        for task in &mut self.tasks {
+        for (slot, task) in self.tasks.iter_mut().enumerate() {
             if !task.used {
                 continue;
             }
@@ -590,17 +590,20 @@ impl Agent {
                     break;
                 }
                 budget -= 1;
-                sample(task, now);
+                sample(task, now, &mut self.out);
                 task.due = task.due.saturating_add(Millis(task.interval_ms));
                 if task.done >= task.count {
-                    finish(task, Status::Completed, now);
+                    finish(task, Status::Completed, now, &mut self.out);
                 }
             }
             // The ring is the agent's only store of events: nothing else to tell of what aged out.
             let _aged_out = task.ring.expire(now, &POLICY);
             if task.status != Status::Working {
-                if let Some(waiter) = task.waiter.take() {
-                    final_answer(&mut self.out, &waiter, task);
+                let key = (slot as u8, task.generation);
+                if self.waiter.as_ref().is_some_and(|(k, _)| *k == key) {
+                    if let Some((_, waiter)) = self.waiter.take() {
+                        final_answer(&mut self.out, &waiter, task);
+                    }
                 }
                 if POLICY.is_task_expired(task.updated, now) {
                     task.used = false;
@@ -815,8 +818,8 @@ fn append(task: &mut Task, now: Millis, event_type: &str, payload: &[u8]) {
 }
 
 /// One reading of the board, as an event.
-fn sample(task: &mut Task, now: Millis) {
-    let mut out = Out::<PAYLOAD_BYTES>::new();
+fn sample(task: &mut Task, now: Millis, out: &mut Out) {
+    out.clear();
     out.s(r#"{"i":"#)
         .u64(task.done)
         .s(r#","reading":"#)
@@ -830,8 +833,8 @@ fn sample(task: &mut Task, now: Millis) {
     task.done += 1;
 }
 
-fn status_event(task: &mut Task, now: Millis) {
-    let mut out = Out::<PAYLOAD_BYTES>::new();
+fn status_event(task: &mut Task, now: Millis, out: &mut Out) {
+    out.clear();
     out.s(r#"{"status":""#).s(task.status.name()).s(r#""}"#);
     if let Some(payload) = out.message() {
         append(task, now, STATUS_TYPE, payload);
@@ -839,8 +842,8 @@ fn status_event(task: &mut Task, now: Millis) {
 }
 
 /// Ends a task: its status, then the status event that closes its streams once delivered.
-fn finish(task: &mut Task, status: Status, now: Millis) {
+fn finish(task: &mut Task, status: Status, now: Millis, out: &mut Out) {
     task.status = status;
     task.updated = now;
-    status_event(task, now);
+    status_event(task, now, out);
 }

@@ -23,7 +23,7 @@ fn ns() -> u64 {
         let before = crate::now().0;
         let value = crate::systick_value();
         if crate::now().0 == before {
-            let reload = u64::from(crate::scs::CORE_HZ / 1000 - 1);
+            let reload = u64::from(crate::board::CORE_HZ / 1000 - 1);
             return before * 1_000_000 + (reload - u64::from(value)) * 40;
         }
     }

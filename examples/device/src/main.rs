@@ -1,15 +1,21 @@
-//! The firmware MCP agent: `taskstream-core` on a Cortex-M3 board, serving MCP with SEP-2694
+//! The firmware MCP agent: `taskstream-core` on a microcontroller, serving MCP with SEP-2694
 //! task event streams over the board's UART, as a stdio MCP server would over its pipes.
 //!
-//! The board is ARM's MPS2 with the AN385 image, as QEMU emulates it (`mps2-an385`): UART0 (a
-//! CMSDK APB UART) carries newline-delimited JSON-RPC, SysTick gives the time (1 ms ticks of
-//! the 25 MHz core clock). `scripts/firmware run` starts it with the UART on stdin/stdout.
+//! Two boards, as QEMU emulates them, chosen when the image is built (`scripts/firmware
+//! --board`): ARM's MPS2 with the AN385 image (`mps2-an385`, Cortex-M3, `thumbv7m-none-eabi`,
+//! a CMSDK APB UART), the default, and the BBC micro:bit (`microbit`, nRF51822, Cortex-M0,
+//! `thumbv6m-none-eabi`, the nRF51 UART; feature `microbit`). [`board`] holds what differs:
+//! the UART's registers, the core clock, the interrupt numbers. On both, the UART carries
+//! newline-delimited JSON-RPC and SysTick gives the time (1 ms ticks of the core clock);
+//! `scripts/firmware run` starts the image with the UART on stdin/stdout.
 //!
 //! There is no heap: no allocator is linked, every buffer is a `static` of fixed size, and the
 //! event rings, the stream table, the line framer, the parser and the stream serialisers are
-//! the core's. This file is the board: start-up, the vector table, the two interrupt handlers
-//! (SysTick counts milliseconds; the UART's receive interrupt moves bytes into a FIFO) and the
-//! main loop. [`agent`] is the MCP agent, which knows nothing of the board.
+//! the core's. This file is the board-independent rest: start-up, the vector table, the two
+//! interrupt handlers (SysTick counts milliseconds; the UART's receive interrupt moves bytes
+//! into a FIFO) and the main loop. Nothing uses an atomic read-modify-write, which the
+//! Cortex-M0 lacks: each atomic has one writer. [`agent`] is the MCP agent, which knows nothing
+//! of the board.
 
 #![no_std]
 #![no_main]
@@ -30,36 +36,22 @@ use taskstream_core::frame::{FeedResult, LineReader};
 use taskstream_core::Millis;
 
 /// The longest request line accepted; a longer one is answered -32600 and skipped.
-const LINE_BYTES: usize = 1024;
+const LINE_BYTES: usize = 512;
 /// Bytes the receive interrupt can hold before the main loop takes them.
-const RX_FIFO_BYTES: usize = 256;
+const RX_FIFO_BYTES: usize = 128;
 
-/// The CMSDK APB UART0 of the MPS2 board.
-mod uart {
-    pub(crate) const BASE: usize = 0x4000_4000;
-    pub(crate) const DATA: usize = BASE;
-    pub(crate) const STATE: usize = BASE + 0x04;
-    pub(crate) const CTRL: usize = BASE + 0x08;
-    pub(crate) const INTCLEAR: usize = BASE + 0x0c;
-    pub(crate) const BAUDDIV: usize = BASE + 0x10;
-    pub(crate) const STATE_TX_FULL: u32 = 1 << 0;
-    pub(crate) const STATE_RX_FULL: u32 = 1 << 1;
-    pub(crate) const CTRL_TX_EN: u32 = 1 << 0;
-    pub(crate) const CTRL_RX_EN: u32 = 1 << 1;
-    pub(crate) const CTRL_RX_INT_EN: u32 = 1 << 3;
-    pub(crate) const INT_RX: u32 = 1 << 1;
-    /// UART0's receive interrupt is IRQ 0 on the AN385.
-    pub(crate) const RX_IRQ: u32 = 0;
-}
+/// The board: its UART, clock and interrupt numbers. One module per board, the same functions
+/// in each; the rest of the program knows no register.
+#[cfg_attr(not(feature = "microbit"), path = "board/an385.rs")]
+#[cfg_attr(feature = "microbit", path = "board/microbit.rs")]
+mod board;
 
-/// SysTick and the NVIC of the Cortex-M3.
+/// SysTick and the NVIC, the same on the Cortex-M0 and M3.
 pub(crate) mod scs {
     pub(crate) const SYST_CSR: usize = 0xE000_E010;
     pub(crate) const SYST_RVR: usize = 0xE000_E014;
     pub(crate) const SYST_CVR: usize = 0xE000_E018;
     pub(crate) const NVIC_ISER0: usize = 0xE000_E100;
-    /// The core clock of the AN385: 25 MHz.
-    pub(crate) const CORE_HZ: u32 = 25_000_000;
 }
 
 fn read(addr: usize) -> u32 {
@@ -136,11 +128,11 @@ impl RxFifo {
     fn fill_from_uart(&self) -> bool {
         let tail = self.tail.load(Ordering::Acquire);
         let mut head = self.head.load(Ordering::Relaxed);
-        while read(uart::STATE) & uart::STATE_RX_FULL != 0 {
+        while board::rx_ready() {
             if head.wrapping_sub(tail) >= RX_FIFO_BYTES {
                 return false;
             }
-            let byte = read(uart::DATA) as u8;
+            let byte = board::rx_byte();
             // SAFETY: the slot at `head` is not visible to the consumer until `head` moves.
             #[allow(unsafe_code)]
             unsafe {
@@ -177,27 +169,17 @@ impl RxFifo {
     }
 }
 
-/// Writes bytes to UART0, waiting while its transmit buffer is full.
+/// Writes bytes to the UART, waiting for it to take each.
 pub(crate) fn uart_write(bytes: &[u8]) {
     for &b in bytes {
-        while read(uart::STATE) & uart::STATE_TX_FULL != 0 {}
-        write(uart::DATA, u32::from(b));
+        board::tx_byte(b);
     }
 }
 
-fn enable_rx_interrupt() {
-    write(
-        uart::CTRL,
-        uart::CTRL_TX_EN | uart::CTRL_RX_EN | uart::CTRL_RX_INT_EN,
-    );
-}
-
 fn board_init() {
-    // QEMU's CMSDK UART receives only with a divider of at least 16.
-    write(uart::BAUDDIV, 16);
-    enable_rx_interrupt();
-    write(scs::NVIC_ISER0, 1 << uart::RX_IRQ);
-    write(scs::SYST_RVR, scs::CORE_HZ / 1000 - 1);
+    board::uart_init();
+    write(scs::NVIC_ISER0, 1 << board::UART_IRQ);
+    write(scs::SYST_RVR, board::CORE_HZ / 1000 - 1);
     write(scs::SYST_CVR, 0);
     // Core clock, interrupt on wrap, enabled.
     write(scs::SYST_CSR, 0b111);
@@ -213,7 +195,7 @@ fn refill() {
         core::arch::asm!("cpsid i", options(nostack, preserves_flags));
     }
     if RX.fill_from_uart() {
-        enable_rx_interrupt();
+        board::rx_interrupt(true);
     }
     // SAFETY: as above.
     #[allow(unsafe_code)]
@@ -353,18 +335,21 @@ pub(crate) fn stack_use() -> (usize, usize) {
 extern "C" fn systick() {
     let low = MILLIS.load(Ordering::Relaxed).wrapping_add(1);
     if low == 0 {
-        MILLIS_HIGH.fetch_add(1, Ordering::Release);
+        // A load and a store, not `fetch_add`: the Cortex-M0 has no atomic read-modify-write,
+        // and this handler is the counter's only writer.
+        let high = MILLIS_HIGH.load(Ordering::Relaxed).wrapping_add(1);
+        MILLIS_HIGH.store(high, Ordering::Release);
     }
     MILLIS.store(low, Ordering::Release);
 }
 
-extern "C" fn uart0_rx() {
-    write(uart::INTCLEAR, uart::INT_RX);
+extern "C" fn uart_rx() {
+    board::rx_ack();
     let mixed = JITTER.load(Ordering::Relaxed).rotate_left(7) ^ systick_value();
     JITTER.store(mixed.wrapping_mul(0x9e37_79b9), Ordering::Relaxed);
     if !RX.fill_from_uart() {
         // Full: stop the interrupt until the main loop has taken bytes.
-        write(uart::CTRL, uart::CTRL_TX_EN | uart::CTRL_RX_EN);
+        board::rx_interrupt(false);
     }
 }
 
@@ -380,10 +365,12 @@ extern "C" fn halt() {
 #[used]
 static RESET_VECTOR: extern "C" fn() -> ! = reset;
 
-/// Exceptions 2..=15, then IRQ 0 (UART0 receive).
+/// Exceptions 2..=15, then the interrupts up to the UART's (those before it halt). The
+/// Cortex-M0 reserves the M3's MemManage, BusFault, UsageFault and DebugMonitor entries; they
+/// are never taken there.
 #[link_section = ".vector_table.exceptions"]
 #[used]
-static EXCEPTIONS: [Option<extern "C" fn()>; 15] = [
+static EXCEPTIONS: [Option<extern "C" fn()>; 15 + board::IRQS_BEFORE_UART] = [
     Some(halt), // NMI
     Some(halt), // HardFault
     Some(halt), // MemManage
@@ -398,7 +385,11 @@ static EXCEPTIONS: [Option<extern "C" fn()>; 15] = [
     None,
     Some(halt), // PendSV
     Some(systick),
-    Some(uart0_rx),
+    #[cfg(feature = "microbit")]
+    Some(halt), // POWER_CLOCK
+    #[cfg(feature = "microbit")]
+    Some(halt), // RADIO
+    Some(uart_rx),
 ];
 
 #[panic_handler]

@@ -4,20 +4,24 @@
 
 use taskstream_core::RequestId;
 
-/// The largest message the agent writes.
-pub(crate) const OUT_BYTES: usize = 1024;
+/// The largest message the agent writes. The longest it has to write is `tools/list`'s answer,
+/// 617 bytes with a 128-byte id; one that does not fit is answered with an internal error.
+pub(crate) const OUT_BYTES: usize = 640;
 
-/// A message being written, into `N` bytes.
-pub(crate) struct Out<const N: usize = OUT_BYTES> {
-    buf: [u8; N],
+/// A message being written. One type, not one per buffer size: the event payloads the agent
+/// makes are written into the same buffer as its messages, before the message that uses it.
+pub(crate) struct Out {
+    buf: [u8; OUT_BYTES],
     len: usize,
     overflow: bool,
 }
 
-impl<const N: usize> Out<N> {
-    pub(crate) const fn new() -> Out<N> {
+impl Out {
+    /// An empty buffer (the agent's lives in its zero-initialised static).
+    #[cfg(feature = "bench")]
+    pub(crate) const fn new() -> Out {
         Out {
-            buf: [0; N],
+            buf: [0; OUT_BYTES],
             len: 0,
             overflow: false,
         }
@@ -34,7 +38,7 @@ impl<const N: usize> Out<N> {
     }
 
     pub(crate) fn set_len(&mut self, len: usize) {
-        self.len = len.min(N);
+        self.len = len.min(OUT_BYTES);
         self.overflow = false;
     }
 
@@ -47,7 +51,7 @@ impl<const N: usize> Out<N> {
         }
     }
 
-    pub(crate) fn put(&mut self, bytes: &[u8]) -> &mut Out<N> {
+    pub(crate) fn put(&mut self, bytes: &[u8]) -> &mut Out {
         let end = self.len + bytes.len();
         match self.buf.get_mut(self.len..end) {
             Some(dst) => {
@@ -59,11 +63,11 @@ impl<const N: usize> Out<N> {
         self
     }
 
-    pub(crate) fn s(&mut self, text: &str) -> &mut Out<N> {
+    pub(crate) fn s(&mut self, text: &str) -> &mut Out {
         self.put(text.as_bytes())
     }
 
-    pub(crate) fn u64(&mut self, n: u64) -> &mut Out<N> {
+    pub(crate) fn u64(&mut self, n: u64) -> &mut Out {
         let mut digits = [0u8; 20];
         let mut i = digits.len();
         let mut n = n;
@@ -83,12 +87,12 @@ impl<const N: usize> Out<N> {
     }
 
     /// Two decimal digits, zero-padded.
-    pub(crate) fn two(&mut self, n: u32) -> &mut Out<N> {
+    pub(crate) fn two(&mut self, n: u32) -> &mut Out {
         self.put(&[b'0' + (n / 10 % 10) as u8, b'0' + (n % 10) as u8])
     }
 
     /// `text` as a JSON string, quotes included.
-    pub(crate) fn string(&mut self, text: &str) -> &mut Out<N> {
+    pub(crate) fn string(&mut self, text: &str) -> &mut Out {
         self.put(b"\"");
         for &b in text.as_bytes() {
             match b {
@@ -106,7 +110,7 @@ impl<const N: usize> Out<N> {
         self.put(b"\"")
     }
 
-    pub(crate) fn id(&mut self, id: &RequestId) -> &mut Out<N> {
+    pub(crate) fn id(&mut self, id: &RequestId) -> &mut Out {
         match id {
             RequestId::Number(n) => {
                 if *n < 0 {
@@ -120,7 +124,7 @@ impl<const N: usize> Out<N> {
 
     /// Milliseconds since boot as an ISO-8601 UTC time counted from the Unix epoch (the board
     /// has no real-time clock), e.g. `1970-01-01T00:00:12.345Z`.
-    pub(crate) fn time(&mut self, ms: u64) -> &mut Out<N> {
+    pub(crate) fn time(&mut self, ms: u64) -> &mut Out {
         let (secs, milli) = divmod(ms, 1000);
         let (minutes, sec) = divmod(secs, 60);
         let (hours, min) = divmod(minutes, 60);
