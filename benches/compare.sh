@@ -15,6 +15,8 @@
 #   --payload B             payload bytes                                           [300]
 # Environment: TASKSTREAM_BENCH_DIR picks the disk of the scratch files; CARGO_TARGET_DIR as usual.
 # Output: the table on stdout; also saved to benches/compare-last.txt (not committed).
+# Then the PostgreSQL store against the data dir and against PostgreSQL's own bulk-insert
+# bound (store_backends, its cluster started and stopped by it; benches/store-backends-last.txt).
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 root="$(dirname "$here")"
@@ -44,3 +46,11 @@ echo "    load before: $(cut -d' ' -f1-3 /proc/loadavg)"
 
 echo "=== run: compare ${args[*]:-}"
 TASKSTREAM_BIN="$target/release/taskstream" "$target/release/compare" "${args[@]}" | tee "$here/compare-last.txt"
+
+if [ "${TASKSTREAM_BENCH_PG:-1}" != 0 ]; then
+    echo "=== the PostgreSQL store beside the data dir: store_backends (its own throwaway cluster"
+    echo "    of scripts/postgres, started and stopped by it; TASKSTREAM_BENCH_PG=0 skips it)"
+    cargo build --release -p taskstream-benches --bin store_backends
+    "$target/release/store_backends" --rounds "${TASKSTREAM_BENCH_PG_ROUNDS:-3}" \
+        | tee "$here/store-backends-last.txt"
+fi

@@ -11,8 +11,11 @@
 //! (each on a task of its own), the replay rate of a 100 000-event task (reads of 256, as
 //! delivery reads), and the latency from the start of an append to its delivery to a reader
 //! woken by the change signal: in the same process for the data dir, on **another replica**
-//! (a second store on the same database, woken by `LISTEN/NOTIFY`) for PostgreSQL. Prints one
-//! line per figure and round, then the medians.
+//! (a second store on the same database, woken by `LISTEN/NOTIFY`) for PostgreSQL, alone and
+//! while 16 tasks emit; events per second of live tasks as a tool emits them (pipelined, the
+//! last one waited for): one task of 100 000 events, 16 tasks of 20 000 at once; and, once a
+//! round, PostgreSQL's own bound on this machine (one `INSERT … SELECT` of 100 000 rows of
+//! 300 bytes). Prints one line per figure and round, then the medians and their ratios.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -467,9 +470,37 @@ fn main() {
         );
     }
     println!("# medians of {rounds} rounds");
+    let mut medians = BTreeMap::new();
     for (name, mut v) in figures {
-        println!("median {name} {:.2}", median(&mut v));
+        let m = median(&mut v);
+        println!("median {name} {m:.2}");
+        medians.insert(name, m);
     }
+    let ratio = |a: &str, b: &str| {
+        medians.get(a).copied().unwrap_or(f64::NAN) / medians.get(b).copied().unwrap_or(f64::NAN)
+    };
+    println!("# ratios of the medians");
+    println!(
+        "ratio postgres/emit_1 / bulk_insert_bound {:.2}",
+        ratio(
+            "postgres/emit_1/per_s",
+            "postgres/bulk_insert_bound/rows_per_s"
+        )
+    );
+    println!(
+        "ratio postgres/emit_16 / bulk_insert_bound {:.2}",
+        ratio(
+            "postgres/emit_16/per_s",
+            "postgres/bulk_insert_bound/rows_per_s"
+        )
+    );
+    println!(
+        "ratio postgres/replay / data_dir/replay {:.2}",
+        ratio(
+            "postgres/replay_100k/events_per_s",
+            "data_dir/replay_100k/events_per_s"
+        )
+    );
     drop((pg_a, pg_b, data));
     if started_cluster {
         let _ = pg(&["stop", &cluster]);

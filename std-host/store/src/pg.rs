@@ -8,20 +8,30 @@
 //! | `taskstream_schema` | one row: the schema version ([`SCHEMA_VERSION`]); a newer one is refused |
 //! | `taskstream_replicas` | each replica's id and lease heartbeat (the database's clock) |
 //! | `taskstream_tasks` | each task: its record (JSON text), status, principal, owner replica, retention floor, next seq, end time |
-//! | `taskstream_events` | each retained event: (task, seq) key, type, payload (JSON text, byte for byte as appended), time |
+//! | `taskstream_events` | each retained event: (task, seq) key, type, payload (JSON text, byte for byte as appended), time (no foreign key since version 2: its check per row cost as much as the insert) |
 //!
 //! # How it keeps the store's invariants
 //!
-//! - **Atomic, dense seqs.** A task's next seq lives in its row. An append, a creation and an
-//!   end take the row (`UPDATE … RETURNING`, `SELECT … FOR UPDATE`), move `next_seq` and insert
-//!   the event in one transaction: a state change and its event commit together, and seqs are
-//!   dense whatever the number of replicas. `(task_id, seq)` is the primary key, so no seq can
-//!   name two events.
-//! - **Durable before visible.** Readers (any replica) see only committed rows, and the store
-//!   returns only after `COMMIT` (with `synchronous_commit = on`).
-//! - **Group commit.** Appends go through one writer thread per replica, which takes every
-//!   append waiting and commits them in one transaction: one WAL flush of the database for the
-//!   whole batch.
+//! - **Dense seqs, fenced.** A task's next seq lives in its row. A creation and an end take
+//!   the row (`SELECT … FOR UPDATE`) and insert the event in one transaction, so a state
+//!   change and its event commit together. An event's seq is taken by the replica that holds
+//!   the task's lease, from the task's head in memory (loaded from the row at its first
+//!   append); the batch that writes it moves the row's `next_seq` only where the row is still
+//!   running, owned by this replica and at the batch's first seq, in the statement that
+//!   inserts the events: a deposed writer's late batch is refused by the database, and
+//!   `(task_id, seq)`, the primary key, can name one event only.
+//! - **Durable before visible.** Readers (any replica) see only committed rows, and nothing
+//!   is answered or delivered before `COMMIT` returned (with `synchronous_commit = on`).
+//! - **Group commit, pipelined.** [`emit`](TaskStore::emit) queues the event and returns its
+//!   seq; writer threads (`writers`, each task always in the same one) take everything queued
+//!   while their last batch committed and write it as **one statement** (`UPDATE … FROM
+//!   unnest`, `INSERT … SELECT FROM unnest`, the count limit's `DELETE`, `pg_notify`): one
+//!   round trip and one WAL flush of the database per batch. A batch cut with its connection
+//!   is retried until the lease timeout (its fence makes a retry of a batch that did commit a
+//!   refusal, recognised by the row being at the batch's end); a batch that could not commit
+//!   makes the task's next append fail, so a producer never goes on past a lost event.
+//! - **Reads beside writes.** Reads use a pool of `pool_size` connections that the writers
+//!   and the listener do not share.
 //! - **Doorbell.** Every writing transaction sends `NOTIFY taskstream`; each replica `LISTEN`s
 //!   and moves its [`ChangeSignal`]. The notification carries nothing: streams read what is
 //!   new by seq, so a lost notification (a dropped listener connection) costs latency, never
@@ -34,9 +44,12 @@
 //!   appending replica, checked in the same statement that takes the seq, so once a task was
 //!   ended (by a lease expiry or a cancellation through another replica) its old owner's next
 //!   append is refused: two writers never interleave one task's events.
-//! - **Retention.** By count at each append (the floor moves and the rows below it go in the
-//!   same transaction), by age and terminal retention in [`sweep`](TaskStore::sweep). Reads are
-//!   bounded by the floor, so `earliestSeq` is exact and a dropped seq is `events_gone`.
+//! - **Retention.** By count at each batch (the floor moves and the rows below it go in the
+//!   same statement), by age and terminal retention in [`sweep`](TaskStore::sweep), in short
+//!   statements: a floor moves first, then the rows below it go lowest first, 10,000 at a
+//!   time, so a running task's row is never held for longer than one `UPDATE` and what is left
+//!   of a log is always a suffix. Reads are bounded by the floor, so `earliestSeq` is exact and
+//!   a dropped seq is `events_gone`.
 //!
 //! Connection errors are not fail-stop: a statement on a dropped connection fails (the client
 //! is told), the connection is dropped and the next call reconnects.
@@ -109,6 +122,12 @@ ALTER TABLE taskstream_events DROP CONSTRAINT IF EXISTS taskstream_events_task_i
 
 /// The advisory lock that serialises migrations of replicas starting together.
 const MIGRATION_LOCK: i64 = 0x7461_736b_7374_7265;
+
+/// How many events a read fetches when its reader is behind (the rest wait for its next read).
+const READ_AHEAD: usize = 4096;
+
+/// For how many tasks events are kept read ahead.
+const READ_AHEAD_TASKS: usize = 64;
 
 /// The most event rows one statement of a retention sweep deletes.
 const SWEEP_CHUNK: i64 = 10_000;
@@ -298,6 +317,8 @@ struct Replica {
     /// The writers' queues; a task's appends always go through the same one (by its id's
     /// hash), so its batches commit in order while other tasks' commit beside them.
     lanes: Vec<Lane>,
+    /// Events read ahead of a reader, per task (at most [`READ_AHEAD_TASKS`] tasks).
+    read_ahead: Mutex<HashMap<String, std::collections::VecDeque<RawEvent>>>,
     stop: AtomicBool,
     stop_signal: (Mutex<bool>, Condvar),
 }
@@ -413,6 +434,7 @@ impl PgStore {
             replica,
             pool: Mutex::new(Vec::new()),
             in_use: (Mutex::new(0), Condvar::new()),
+            read_ahead: Mutex::new(HashMap::new()),
             pool_size: config.pool_size.max(1),
             changes: ChangeSignal::default(),
             lanes: (0..config.writers.clamp(1, 16))
@@ -855,6 +877,9 @@ impl Replica {
             .collect()
     }
 
+    /// Reads up to `max` events from `from`: first those a previous read of the task fetched
+    /// ahead (a reader catching up on a long log takes [`READ_AHEAD`] rows per round trip),
+    /// then from the database.
     fn read_raw_from(
         &self,
         task_id: &str,
@@ -865,19 +890,44 @@ impl Replica {
         if max == 0 {
             return Ok(0);
         }
-        let limit = i64::try_from(max).unwrap_or(i64::MAX);
+        let cached: Vec<RawEvent> = {
+            let mut ahead = lock(&self.read_ahead);
+            match ahead.get_mut(task_id) {
+                Some(q) if q.front().is_some_and(|e| e.seq() == from) => {
+                    let n = q.len().min(max);
+                    let taken: Vec<RawEvent> = q.drain(..n).collect();
+                    if q.is_empty() {
+                        ahead.remove(task_id);
+                    }
+                    taken
+                }
+                _ => Vec::new(),
+            }
+        };
+        let mut n = cached.len();
+        let mut next = from;
+        for e in cached {
+            next = e.seq().next().unwrap_or(next);
+            push(e);
+        }
+        if n == max {
+            return Ok(n);
+        }
+        let want = max - n;
+        let fetch = want.max(READ_AHEAD);
+        let limit = i64::try_from(fetch).unwrap_or(i64::MAX);
         let rows = self.with("cannot read events", false, |c| {
             // A bounded range of the primary key (whatever the table's statistics say). No
-            // row below the task's floor is ever visible: the floor moves in the transaction
-            // that deletes the rows below it.
+            // row below the task's floor is ever visible: the floor moves before the rows
+            // below it go, which go lowest first.
             c.query(
                 "SELECT seq, type, payload, at FROM taskstream_events \
                  WHERE task_id = $1 AND seq >= $2 AND seq < $2 + $3 ORDER BY seq",
-                &[&task_id, &i64_of(from), &limit],
+                &[&task_id, &i64_of(next), &limit],
             )
         })?;
-        let mut expected = from;
-        let mut n = 0;
+        let mut expected = next;
+        let mut extra = std::collections::VecDeque::new();
         for r in &rows {
             let seq = seq_of(r.get(0))?;
             if seq != expected {
@@ -887,17 +937,29 @@ impl Replica {
             let event_type: &str = r.get(1);
             let payload: &str = r.get(2);
             let at: i64 = r.get(3);
-            push(RawEvent::copied(
+            let e = RawEvent::copied(
                 seq,
                 Millis(u64::try_from(at).unwrap_or(0)),
                 event_type,
                 payload.as_bytes(),
-            ));
-            n += 1;
+            );
+            if n < max {
+                push(e);
+                n += 1;
+            } else {
+                extra.push_back(e);
+            }
             match seq.next() {
                 Some(s) => expected = s,
                 None => break,
             }
+        }
+        if !extra.is_empty() {
+            let mut ahead = lock(&self.read_ahead);
+            if ahead.len() >= READ_AHEAD_TASKS {
+                ahead.clear();
+            }
+            ahead.insert(task_id.to_owned(), extra);
         }
         Ok(n)
     }
@@ -1518,8 +1580,10 @@ impl Replica {
         Ok(removed)
     }
 
-    /// Rings the change signal here and, by `NOTIFY`, on every other replica.
+    /// Rings the change signal here and, by `NOTIFY`, on every other replica (after a
+    /// sweep: events read ahead are dropped too).
     fn notify_all_replicas(&self) {
+        lock(&self.read_ahead).clear();
         let _ = self.with("cannot notify", true, |c| {
             c.execute("SELECT pg_notify('taskstream', '')", &[])
         });
