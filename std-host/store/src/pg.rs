@@ -1071,11 +1071,16 @@ impl Replica {
         }
     }
 
-    /// Waits until every append queued for `task_id` committed or was refused.
+    /// Waits until every append queued for `task_id` so far committed or was refused (not
+    /// those queued meanwhile: a producer that goes on cannot hold an end back; once the end
+    /// committed, the fence refuses them).
     fn drain_task(&self, task_id: &str) {
         let lane = self.lane(task_id);
         let mut p = lock(&lane.pipe);
-        while p.heads.get(task_id).is_some_and(|h| h.pending() > 0) {
+        let Some(target) = p.heads.get(task_id).map(|h| h.next) else {
+            return;
+        };
+        while p.heads.get(task_id).is_some_and(|h| h.done < target) {
             p = lane
                 .cond
                 .wait(p)
