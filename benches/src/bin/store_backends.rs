@@ -3,7 +3,7 @@
 //! storage interface the server uses ([`TaskStore`]).
 //!
 //! ```sh
-//! cargo run --release -p taskstream-benches --bin store_backends -- [--rounds N] [--url postgres://…]
+//! cargo run --release -p taskstream-benches --bin store_backends -- [--rounds N] [--url postgres://…] [--writers N]
 //! ```
 //!
 //! Without `--url` it starts a throwaway cluster with `scripts/postgres` (and stops it). Each
@@ -363,13 +363,17 @@ fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let mut rounds = 3;
     let mut url = None;
+    let mut writers = taskstream_store::pg::DEFAULT_WRITERS;
     let mut it = args.iter();
     while let Some(a) = it.next() {
         match a.as_str() {
             "--rounds" => rounds = it.next().and_then(|v| v.parse().ok()).unwrap_or(3),
             "--url" => url = it.next().cloned(),
+            "--writers" => {
+                writers = it.next().and_then(|v| v.parse().ok()).unwrap_or(writers);
+            }
             _ => {
-                eprintln!("usage: store_backends [--rounds N] [--url postgres://…]");
+                eprintln!("usage: store_backends [--rounds N] [--url postgres://…] [--writers N]");
                 std::process::exit(2);
             }
         }
@@ -400,7 +404,7 @@ fn main() {
             retention: retention(),
             lease_timeout: Duration::from_secs(600),
             pool_size: taskstream_store::pg::DEFAULT_POOL_SIZE,
-            writers: taskstream_store::pg::DEFAULT_WRITERS,
+            writers,
         }) {
             Ok(s) => Arc::new(s),
             Err(e) => {
