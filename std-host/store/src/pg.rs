@@ -257,6 +257,8 @@ struct Pipe {
     jobs: Vec<Job>,
     bytes: usize,
     heads: HashMap<String, Head>,
+    /// Whether the lane's writer waits for work (then a new job wakes it).
+    writer_idle: bool,
 }
 
 fn refuse_all(tasks: &[TaskSpan], error: &str) -> HashMap<String, Verdict> {
@@ -1010,7 +1012,7 @@ impl Replica {
         let size = payload.len() + event_type.len() + task_id.len() + 64;
         let mut loaded = false;
         let lane = self.lane(task_id);
-        let (seq, rx) = loop {
+        let (seq, rx, wake) = loop {
             let mut p = lock(&lane.pipe);
             // Backpressure: a producer faster than the database waits for room.
             while p.bytes > MAX_PENDING_BYTES && !self.stop.load(Ordering::SeqCst) {
@@ -1058,9 +1060,13 @@ impl Replica {
                 size,
                 reply,
             });
-            break (seq_checked, rx);
+            // Only a writer waiting for work needs waking (a wake-up is a system call; a
+            // busy writer takes this job with its next batch).
+            break (seq_checked, rx, p.writer_idle);
         };
-        lane.cond.notify_all();
+        if wake {
+            lane.cond.notify_all();
+        }
         match rx {
             None => Ok(seq),
             Some(rx) => match rx.recv() {
@@ -1100,11 +1106,13 @@ impl Replica {
             let (batch, tasks) = {
                 let mut p = lock(&lane.pipe);
                 while p.jobs.is_empty() && !self.stop.load(Ordering::SeqCst) {
+                    p.writer_idle = true;
                     p = lane
                         .cond
                         .wait(p)
                         .unwrap_or_else(std::sync::PoisonError::into_inner);
                 }
+                p.writer_idle = false;
                 if p.jobs.is_empty() {
                     return;
                 }
