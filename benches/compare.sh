@@ -13,8 +13,12 @@
 #   --appenders K           concurrent appenders of group commit, and the raw batch [64]
 #   --durable-live-events D live emit through a server with --durability group      [1000]
 #   --payload B             payload bytes                                           [300]
+#   --store-url URL         also run taskstream serve --store URL (live emit, replay); compare.sh
+#                           passes a throwaway cluster's database unless TASKSTREAM_BENCH_PG=0
 # Environment: TASKSTREAM_BENCH_DIR picks the disk of the scratch files; CARGO_TARGET_DIR as usual.
 # Output: the table on stdout; also saved to benches/compare-last.txt (not committed).
+# Then the PostgreSQL store against the data dir and against PostgreSQL's own bulk-insert
+# bound (store_backends, its cluster started and stopped by it; benches/store-backends-last.txt).
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 root="$(dirname "$here")"
@@ -42,5 +46,24 @@ scratch="${TASKSTREAM_BENCH_DIR:-${TMPDIR:-/tmp}}"
 echo "    scratch files on: $(df -T "$scratch" | awk 'NR == 2 { print $1, $2 }') ($scratch)"
 echo "    load before: $(cut -d' ' -f1-3 /proc/loadavg)"
 
+if [ "${TASKSTREAM_BENCH_PG:-1}" != 0 ]; then
+    echo "=== a throwaway PostgreSQL cluster (scripts/postgres) for the serve --store workloads"
+    pg_dir=$(mktemp -d)
+    trap 'bash "$root/scripts/postgres" stop "$pg_dir/pg" >/dev/null 2>&1 || true; rm -rf "$pg_dir"' EXIT
+    bash "$root/scripts/postgres" start "$pg_dir/pg" >/dev/null
+    args+=(--store-url "$(bash "$root/scripts/postgres" createdb "$pg_dir/pg" compare)")
+fi
+
 echo "=== run: compare ${args[*]:-}"
 TASKSTREAM_BIN="$target/release/taskstream" "$target/release/compare" "${args[@]}" | tee "$here/compare-last.txt"
+if [ -n "${pg_dir:-}" ]; then
+    bash "$root/scripts/postgres" stop "$pg_dir/pg" >/dev/null
+fi
+
+if [ "${TASKSTREAM_BENCH_PG:-1}" != 0 ]; then
+    echo "=== the PostgreSQL store beside the data dir: store_backends (its own throwaway cluster"
+    echo "    of scripts/postgres, started and stopped by it; TASKSTREAM_BENCH_PG=0 skips it)"
+    cargo build --release -p taskstream-benches --bin store_backends
+    "$target/release/store_backends" --rounds "${TASKSTREAM_BENCH_PG_ROUNDS:-3}" \
+        | tee "$here/store-backends-last.txt"
+fi

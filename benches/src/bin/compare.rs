@@ -36,6 +36,8 @@ struct Options {
     ts_dir: PathBuf,
     node: String,
     ts: bool,
+    /// A PostgreSQL database for the `--store` workloads (compare.sh starts a cluster).
+    store_url: Option<String>,
 }
 
 fn options() -> Options {
@@ -49,6 +51,7 @@ fn options() -> Options {
         ts_dir: Path::new(env!("CARGO_MANIFEST_DIR")).join("compare/ts"),
         node: "node".to_owned(),
         ts: true,
+        store_url: None,
     };
     let args: Vec<String> = std::env::args().skip(1).collect();
     let mut it = args.iter();
@@ -68,6 +71,7 @@ fn options() -> Options {
             "--ts-dir" => o.ts_dir = PathBuf::from(value()),
             "--node" => o.node = value(),
             "--no-ts" => o.ts = false,
+            "--store-url" => o.store_url = Some(value()),
             other => panic!("unknown argument {other:?}"),
         }
     }
@@ -113,6 +117,8 @@ struct Peers {
     replay_disk: StdioServer,
     replay_disk_task: String,
     _replay_disk_dir: tempfile::TempDir,
+    /// The same finished task in PostgreSQL (`serve --store`), with `--store-url`.
+    replay_pg: Option<(StdioServer, String)>,
     sdk_stdio: Option<StdioServer>,
     sdk_http: Option<(Child, HttpSession, String)>,
     /// `taskstream serve --http` holding the same finished task, and its session.
@@ -204,6 +210,10 @@ fn start_peers(o: &Options) -> Peers {
         &max,
     ];
     let (replay_disk, replay_disk_task) = with_finished_task(&disk, o.events, data);
+    let replay_pg = o.store_url.as_deref().map(|url| {
+        let pg = ["--store", url, "--max-events-per-task", &max];
+        with_finished_task(&pg, o.events, data)
+    });
     let (sdk_stdio, sdk_http) = if o.ts {
         let mut cmd = Command::new(&o.node);
         cmd.arg(o.ts_dir.join("stdio-server.mjs"));
@@ -233,6 +243,7 @@ fn start_peers(o: &Options) -> Peers {
         replay_disk,
         replay_disk_task,
         _replay_disk_dir: replay_disk_dir,
+        replay_pg,
         sdk_stdio,
         sdk_http,
         http: (child, session, task),
@@ -311,6 +322,7 @@ fn workloads<'a>(o: &'a Options, peers: &'a mut Peers) -> Vec<Workload<'a>> {
         replay_task,
         replay_disk,
         replay_disk_task,
+        replay_pg,
         sdk_stdio,
         sdk_http,
         http,
@@ -482,6 +494,20 @@ fn workloads<'a>(o: &'a Options, peers: &'a mut Peers) -> Vec<Workload<'a>> {
         let got = replay_all(replay_disk, replay_disk_task, n);
         vec![("taskstream_stdio_replay_data_dir", got)]
     }));
+
+    if let Some((server, task)) = replay_pg {
+        w.push(Box::new(move || {
+            let got = replay_all(server, task, n);
+            vec![("taskstream_stdio_replay_postgres", got)]
+        }));
+    }
+    if let Some(url) = o.store_url.clone() {
+        let max = (o.events + 10).to_string();
+        w.push(Box::new(move || {
+            let live = taskstream(&["--store", &url, "--max-events-per-task", &max]);
+            vec![("taskstream_stdio_live_postgres", live_emit(live, n, data))]
+        }));
+    }
 
     // Live emits get a fresh server each time.
     let max = (o.events + 10).to_string();
@@ -779,6 +805,20 @@ fn report(o: &Options, samples: &BTreeMap<&'static str, Vec<Sample>>) {
         200.0,
         true,
     );
+    if o.store_url.is_some() {
+        target(
+            "one task live, PostgreSQL (serve --store): k events/s".to_owned(),
+            med("taskstream_stdio_live_postgres") / 1e3,
+            100.0,
+            true,
+        );
+        target(
+            "stdio replay, PostgreSQL / the same from a data dir".to_owned(),
+            med("taskstream_stdio_replay_postgres") / med("taskstream_stdio_replay_data_dir"),
+            0.8,
+            true,
+        );
+    }
     target(
         "one task live, none, data dir / raw pipe, serialise+write per line".to_owned(),
         med("taskstream_stdio_live_data_dir") / med("pipe_serialise_write_per_line"),

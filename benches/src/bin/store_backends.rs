@@ -3,7 +3,7 @@
 //! storage interface the server uses ([`TaskStore`]).
 //!
 //! ```sh
-//! cargo run --release -p taskstream-benches --bin store_backends -- [--rounds N] [--url postgres://…]
+//! cargo run --release -p taskstream-benches --bin store_backends -- [--rounds N] [--url postgres://…] [--writers N]
 //! ```
 //!
 //! Without `--url` it starts a throwaway cluster with `scripts/postgres` (and stops it). Each
@@ -11,8 +11,11 @@
 //! (each on a task of its own), the replay rate of a 100 000-event task (reads of 256, as
 //! delivery reads), and the latency from the start of an append to its delivery to a reader
 //! woken by the change signal: in the same process for the data dir, on **another replica**
-//! (a second store on the same database, woken by `LISTEN/NOTIFY`) for PostgreSQL. Prints one
-//! line per figure and round, then the medians.
+//! (a second store on the same database, woken by `LISTEN/NOTIFY`) for PostgreSQL, alone and
+//! while 16 tasks emit; events per second of live tasks as a tool emits them (pipelined, the
+//! last one waited for): one task of 100 000 events, 16 tasks of 20 000 at once; and, once a
+//! round, PostgreSQL's own bound on this machine (one `INSERT … SELECT` of 100 000 rows of
+//! 300 bytes). Prints one line per figure and round, then the medians and their ratios.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -33,6 +36,10 @@ const APPENDERS: usize = 64;
 const PER_APPENDER: usize = 50;
 const REPLAY_EVENTS: usize = 100_000;
 const LATENCY_SAMPLES: usize = 400;
+const LIVE_EVENTS: usize = 100_000;
+const LIVE_TASKS: usize = 16;
+const PER_LIVE_TASK: usize = 20_000;
+const BOUND_ROWS: usize = 100_000;
 
 fn retention() -> RetentionPolicy {
     RetentionPolicy {
@@ -111,6 +118,113 @@ fn append_many(store: &Arc<dyn TaskStore>, round: usize) -> f64 {
         let _ = t.join();
     }
     (APPENDERS * PER_APPENDER) as f64 / started.elapsed().as_secs_f64()
+}
+
+fn emit(store: &dyn TaskStore, task: &str, i: usize) {
+    if let Err(e) = store.emit(task, "dev.taskstream.tick", &payload(i), Millis(0)) {
+        eprintln!("emit failed: {e:?}");
+        std::process::exit(1);
+    }
+}
+
+/// A live task as a tool writes one: `n` events emitted (pipelined), the last one appended
+/// (so the time counts until every event is durable and visible).
+fn emit_task(store: &dyn TaskStore, task: &str, n: usize) {
+    for i in 0..n - 1 {
+        emit(store, task, i);
+    }
+    append(store, task, n - 1);
+}
+
+/// Events per second of one live task ([`LIVE_EVENTS`] emitted).
+fn emit_one(store: &dyn TaskStore, round: usize) -> f64 {
+    let task = format!("live-{round}");
+    create(store, &task);
+    let started = Instant::now();
+    emit_task(store, &task, LIVE_EVENTS);
+    LIVE_EVENTS as f64 / started.elapsed().as_secs_f64()
+}
+
+/// Events per second, in total, of [`LIVE_TASKS`] live tasks at once ([`PER_LIVE_TASK`] each).
+fn emit_many(store: &Arc<dyn TaskStore>, round: usize) -> f64 {
+    let barrier = Arc::new(Barrier::new(LIVE_TASKS + 1));
+    let threads: Vec<_> = (0..LIVE_TASKS)
+        .map(|t| {
+            let (store, barrier) = (Arc::clone(store), Arc::clone(&barrier));
+            std::thread::spawn(move || {
+                let task = format!("fleet-{round}-{t}");
+                create(&*store, &task);
+                barrier.wait();
+                emit_task(&*store, &task, PER_LIVE_TASK);
+            })
+        })
+        .collect();
+    barrier.wait();
+    let started = Instant::now();
+    for t in threads {
+        let _ = t.join();
+    }
+    (LIVE_TASKS * PER_LIVE_TASK) as f64 / started.elapsed().as_secs_f64()
+}
+
+/// [`LIVE_TASKS`] tasks emitting (as fast as they can, bounded by the store's backpressure)
+/// until the returned flag is set; join the threads after setting it.
+fn background_load(
+    store: &Arc<dyn TaskStore>,
+    round: usize,
+) -> (Arc<AtomicBool>, Vec<std::thread::JoinHandle<()>>) {
+    let stop = Arc::new(AtomicBool::new(false));
+    let threads = (0..LIVE_TASKS)
+        .map(|t| {
+            let (store, stop) = (Arc::clone(store), Arc::clone(&stop));
+            std::thread::spawn(move || {
+                let task = format!("load-{round}-{t}");
+                create(&*store, &task);
+                let mut i = 0;
+                while !stop.load(Ordering::Relaxed) {
+                    emit(&*store, &task, i);
+                    i += 1;
+                    if i % 64 == 0 {
+                        // A fleet of agents, not a flood: about 10 k events/s in all.
+                        std::thread::sleep(Duration::from_millis(100));
+                    }
+                }
+            })
+        })
+        .collect();
+    (stop, threads)
+}
+
+/// The bound PostgreSQL itself sets on this machine: rows of [`PAYLOAD_BYTES`] per second
+/// inserted by one `INSERT … SELECT` of [`BOUND_ROWS`] rows into a table of the events'
+/// shape, committed (`synchronous_commit = on`).
+fn bulk_bound(url: &str) -> f64 {
+    let mut c = match postgres::Client::connect(url, postgres::NoTls) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("bound: {e}");
+            std::process::exit(1);
+        }
+    };
+    let setup = "DROP TABLE IF EXISTS bench_bound; \
+        CREATE TABLE bench_bound (task_id text NOT NULL, seq bigint NOT NULL, type text NOT NULL, \
+        payload text NOT NULL, at bigint NOT NULL, PRIMARY KEY (task_id, seq))";
+    if let Err(e) = c.batch_execute(setup) {
+        eprintln!("bound: {e}");
+        std::process::exit(1);
+    }
+    let started = Instant::now();
+    let sql = format!(
+        "INSERT INTO bench_bound SELECT 'bound', g, 'dev.taskstream.tick', \
+         repeat('x', {PAYLOAD_BYTES}), 0 FROM generate_series(1, {BOUND_ROWS}) g"
+    );
+    if let Err(e) = c.batch_execute(&sql) {
+        eprintln!("bound: {e}");
+        std::process::exit(1);
+    }
+    let rate = BOUND_ROWS as f64 / started.elapsed().as_secs_f64();
+    let _ = c.batch_execute("DROP TABLE bench_bound");
+    rate
 }
 
 /// Fills a task with [`REPLAY_EVENTS`] events (64 appenders on it), then reads it all; events
@@ -249,13 +363,17 @@ fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let mut rounds = 3;
     let mut url = None;
+    let mut writers = taskstream_store::pg::DEFAULT_WRITERS;
     let mut it = args.iter();
     while let Some(a) = it.next() {
         match a.as_str() {
             "--rounds" => rounds = it.next().and_then(|v| v.parse().ok()).unwrap_or(3),
             "--url" => url = it.next().cloned(),
+            "--writers" => {
+                writers = it.next().and_then(|v| v.parse().ok()).unwrap_or(writers);
+            }
             _ => {
-                eprintln!("usage: store_backends [--rounds N] [--url postgres://…]");
+                eprintln!("usage: store_backends [--rounds N] [--url postgres://…] [--writers N]");
                 std::process::exit(2);
             }
         }
@@ -285,6 +403,8 @@ fn main() {
             url: url.clone(),
             retention: retention(),
             lease_timeout: Duration::from_secs(600),
+            pool_size: taskstream_store::pg::DEFAULT_POOL_SIZE,
+            writers,
         }) {
             Ok(s) => Arc::new(s),
             Err(e) => {
@@ -337,12 +457,54 @@ fn main() {
             let (p50, p99) = latency(&**store, reader, round);
             put(format!("{name}/latency/median_ms"), p50);
             put(format!("{name}/latency/p99_ms"), p99);
+            put(format!("{name}/emit_1/per_s"), emit_one(&**store, round));
+            put(format!("{name}/emit_16/per_s"), emit_many(store, round));
+            let (stop, load) = background_load(store, round);
+            let (p50, p99) = latency(&**store, reader, round + 1000);
+            stop.store(true, Ordering::Relaxed);
+            for t in load {
+                let _ = t.join();
+            }
+            put(format!("{name}/latency_16_running/median_ms"), p50);
+            put(format!("{name}/latency_16_running/p99_ms"), p99);
         }
+        put(
+            "postgres/bulk_insert_bound/rows_per_s".into(),
+            bulk_bound(&url),
+        );
     }
     println!("# medians of {rounds} rounds");
+    let mut medians = BTreeMap::new();
     for (name, mut v) in figures {
-        println!("median {name} {:.2}", median(&mut v));
+        let m = median(&mut v);
+        println!("median {name} {m:.2}");
+        medians.insert(name, m);
     }
+    let ratio = |a: &str, b: &str| {
+        medians.get(a).copied().unwrap_or(f64::NAN) / medians.get(b).copied().unwrap_or(f64::NAN)
+    };
+    println!("# ratios of the medians");
+    println!(
+        "ratio postgres/emit_1 / bulk_insert_bound {:.2}",
+        ratio(
+            "postgres/emit_1/per_s",
+            "postgres/bulk_insert_bound/rows_per_s"
+        )
+    );
+    println!(
+        "ratio postgres/emit_16 / bulk_insert_bound {:.2}",
+        ratio(
+            "postgres/emit_16/per_s",
+            "postgres/bulk_insert_bound/rows_per_s"
+        )
+    );
+    println!(
+        "ratio postgres/replay / data_dir/replay {:.2}",
+        ratio(
+            "postgres/replay_100k/events_per_s",
+            "data_dir/replay_100k/events_per_s"
+        )
+    );
     drop((pg_a, pg_b, data));
     if started_cluster {
         let _ = pg(&["stop", &cluster]);

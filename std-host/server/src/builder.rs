@@ -270,6 +270,8 @@ pub(super) fn open_pg(config: &ServeConfig, url: &str) -> Result<PgStore, String
         url: url.to_owned(),
         retention: config.retention,
         lease_timeout: config.lease_timeout,
+        pool_size: config.store_pool,
+        writers: config.store_writers,
     })
     .map_err(|e| format!("cannot open the store: {e}"))?;
     eprintln!(

@@ -78,6 +78,18 @@ pub struct ServeArgs {
           default_value_t = crate::store::DEFAULT_LEASE_TIMEOUT.as_secs(),
           value_parser = clap::value_parser!(u64).range(1..=86_400))]
     pub lease_timeout: u64,
+    /// With --store: how many database connections reads (replays, tasks/get) may hold at
+    /// once, beside the writers' own
+    #[arg(long, value_name = "N", requires = "store",
+          default_value_t = crate::store::DEFAULT_PG_POOL_SIZE as u64,
+          value_parser = clap::value_parser!(u64).range(1..=1024))]
+    pub store_pool: u64,
+    /// With --store: how many connections commit batches of events side by side (each task's
+    /// events always through the same one)
+    #[arg(long, value_name = "N", requires = "store",
+          default_value_t = crate::store::DEFAULT_PG_WRITERS as u64,
+          value_parser = clap::value_parser!(u64).range(1..=16))]
+    pub store_writers: u64,
     /// Events retained per task
     #[arg(long, value_name = "N", default_value_t = u64::from(RetentionPolicy::DEFAULT.max_events),
           value_parser = clap::value_parser!(u64).range(1..=u64::from(u32::MAX)))]
@@ -260,6 +272,10 @@ pub struct ServeConfig {
     pub store_url: Option<String>,
     /// With `store_url`: how long a replica's lease lasts without renewal (`--lease-timeout`).
     pub lease_timeout: std::time::Duration,
+    /// With `store_url`: the read connections' pool size (`--store-pool`).
+    pub store_pool: usize,
+    /// With `store_url`: the writer connections (`--store-writers`).
+    pub store_writers: usize,
 }
 
 /// The options of `serve --socket`.
@@ -348,6 +364,8 @@ impl ServeConfig {
             socket: None,
             store_url: None,
             lease_timeout: crate::store::DEFAULT_LEASE_TIMEOUT,
+            store_pool: crate::store::DEFAULT_PG_POOL_SIZE,
+            store_writers: crate::store::DEFAULT_PG_WRITERS,
         }
     }
 }
@@ -408,8 +426,10 @@ pub fn parse_serve(
 /// Options that mean something only beside another: (option, its flag, the one it needs).
 /// clap's `requires` says the same but lets it go when the needed option conflicts with one
 /// given (`--in-memory --idle-exit 5`); this check does not.
-const REQUIREMENTS: [(&str, &str, &str); 5] = [
+const REQUIREMENTS: [(&str, &str, &str); 7] = [
     ("lease_timeout", "--lease-timeout", "--store"),
+    ("store_pool", "--store-pool", "--store"),
+    ("store_writers", "--store-writers", "--store"),
     ("idle_exit", "--idle-exit", "--socket"),
     ("detach", "--detach", "--socket"),
     ("auth_token_file", "--auth-token-file", "--http"),
@@ -514,6 +534,8 @@ impl ServeArgs {
             }),
             store_url: self.store,
             lease_timeout: std::time::Duration::from_secs(self.lease_timeout),
+            store_pool: usize::try_from(self.store_pool).unwrap_or(usize::MAX),
+            store_writers: usize::try_from(self.store_writers).unwrap_or(usize::MAX),
         })
     }
 }

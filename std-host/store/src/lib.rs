@@ -90,6 +90,14 @@ pub use pg::{PgConfig, PgStore};
 /// The default of `--lease-timeout`: how long a PostgreSQL replica's lease lasts without
 /// renewal.
 pub const DEFAULT_LEASE_TIMEOUT: Duration = Duration::from_secs(15);
+
+/// The default of `--store-pool`: how many connections a PostgreSQL replica's reads may hold
+/// at once.
+pub const DEFAULT_PG_POOL_SIZE: usize = 16;
+
+/// The default of `--store-writers`: how many connections of a PostgreSQL replica commit
+/// batches of events side by side.
+pub const DEFAULT_PG_WRITERS: usize = 2;
 pub use raw::RawEvent;
 pub use wal::{Damage, TornTail, WalError, WalStats};
 

@@ -8,20 +8,30 @@
 //! | `taskstream_schema` | one row: the schema version ([`SCHEMA_VERSION`]); a newer one is refused |
 //! | `taskstream_replicas` | each replica's id and lease heartbeat (the database's clock) |
 //! | `taskstream_tasks` | each task: its record (JSON text), status, principal, owner replica, retention floor, next seq, end time |
-//! | `taskstream_events` | each retained event: (task, seq) key, type, payload (JSON text, byte for byte as appended), time |
+//! | `taskstream_events` | each retained event: (task, seq) key, type, payload (JSON text, byte for byte as appended), time (no foreign key since version 2: its check per row cost as much as the insert) |
 //!
 //! # How it keeps the store's invariants
 //!
-//! - **Atomic, dense seqs.** A task's next seq lives in its row. An append, a creation and an
-//!   end take the row (`UPDATE … RETURNING`, `SELECT … FOR UPDATE`), move `next_seq` and insert
-//!   the event in one transaction: a state change and its event commit together, and seqs are
-//!   dense whatever the number of replicas. `(task_id, seq)` is the primary key, so no seq can
-//!   name two events.
-//! - **Durable before visible.** Readers (any replica) see only committed rows, and the store
-//!   returns only after `COMMIT` (with `synchronous_commit = on`).
-//! - **Group commit.** Appends go through one writer thread per replica, which takes every
-//!   append waiting and commits them in one transaction: one WAL flush of the database for the
-//!   whole batch.
+//! - **Dense seqs, fenced.** A task's next seq lives in its row. A creation and an end take
+//!   the row (`SELECT … FOR UPDATE`) and insert the event in one transaction, so a state
+//!   change and its event commit together. An event's seq is taken by the replica that holds
+//!   the task's lease, from the task's head in memory (loaded from the row at its first
+//!   append); the batch that writes it moves the row's `next_seq` only where the row is still
+//!   running, owned by this replica and at the batch's first seq, in the statement that
+//!   inserts the events: a deposed writer's late batch is refused by the database, and
+//!   `(task_id, seq)`, the primary key, can name one event only.
+//! - **Durable before visible.** Readers (any replica) see only committed rows, and nothing
+//!   is answered or delivered before `COMMIT` returned (with `synchronous_commit = on`).
+//! - **Group commit, pipelined.** [`emit`](TaskStore::emit) queues the event and returns its
+//!   seq; writer threads (`writers`, each task always in the same one) take everything queued
+//!   while their last batch committed and write it as **one statement** (`UPDATE … FROM
+//!   unnest`, `INSERT … SELECT FROM unnest`, the count limit's `DELETE`, `pg_notify`): one
+//!   round trip and one WAL flush of the database per batch. A batch cut with its connection
+//!   is retried until the lease timeout (its fence makes a retry of a batch that did commit a
+//!   refusal, recognised by the row being at the batch's end); a batch that could not commit
+//!   makes the task's next append fail, so a producer never goes on past a lost event.
+//! - **Reads beside writes.** Reads use a pool of `pool_size` connections that the writers
+//!   and the listener do not share.
 //! - **Doorbell.** Every writing transaction sends `NOTIFY taskstream`; each replica `LISTEN`s
 //!   and moves its [`ChangeSignal`]. The notification carries nothing: streams read what is
 //!   new by seq, so a lost notification (a dropped listener connection) costs latency, never
@@ -34,14 +44,17 @@
 //!   appending replica, checked in the same statement that takes the seq, so once a task was
 //!   ended (by a lease expiry or a cancellation through another replica) its old owner's next
 //!   append is refused: two writers never interleave one task's events.
-//! - **Retention.** By count at each append (the floor moves and the rows below it go in the
-//!   same transaction), by age and terminal retention in [`sweep`](TaskStore::sweep). Reads are
-//!   bounded by the floor, so `earliestSeq` is exact and a dropped seq is `events_gone`.
+//! - **Retention.** By count at each batch (the floor moves and the rows below it go in the
+//!   same statement), by age and terminal retention in [`sweep`](TaskStore::sweep), in short
+//!   statements: a floor moves first, then the rows below it go lowest first, 10,000 at a
+//!   time, so a running task's row is never held for longer than one `UPDATE` and what is left
+//!   of a log is always a suffix. Reads are bounded by the floor, so `earliestSeq` is exact and
+//!   a dropped seq is `events_gone`.
 //!
 //! Connection errors are not fail-stop: a statement on a dropped connection fails (the client
 //! is told), the connection is dropped and the next call reconnects.
 
-use std::collections::{HashMap, HashSet, VecDeque};
+use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
@@ -60,7 +73,7 @@ use super::{
 };
 
 /// The schema version this build writes and reads; a database at a newer one is refused.
-pub const SCHEMA_VERSION: i32 = 1;
+pub const SCHEMA_VERSION: i32 = 2;
 
 pub use crate::DEFAULT_LEASE_TIMEOUT;
 
@@ -68,7 +81,8 @@ pub use crate::DEFAULT_LEASE_TIMEOUT;
 pub const LEASE_FAILURE_MESSAGE: &str = "The server running the task stopped (its lease expired)";
 
 /// The migrations, in order: migration `i` takes the schema from version `i` to `i + 1`.
-const MIGRATIONS: &[&str] = &[r"
+const MIGRATIONS: &[&str] = &[
+    r"
 CREATE TABLE taskstream_replicas (
     id text PRIMARY KEY,
     started_at timestamptz NOT NULL DEFAULT now(),
@@ -97,13 +111,167 @@ CREATE TABLE taskstream_events (
     at bigint NOT NULL,
     PRIMARY KEY (task_id, seq)
 );
-"];
+",
+    r"
+-- A foreign key check per inserted event cost as much as the insert itself; the only writers
+-- of events are this store's statements, which insert only under a running task's row and
+-- delete a task's events before its row.
+ALTER TABLE taskstream_events DROP CONSTRAINT IF EXISTS taskstream_events_task_id_fkey;
+",
+];
 
 /// The advisory lock that serialises migrations of replicas starting together.
 const MIGRATION_LOCK: i64 = 0x7461_736b_7374_7265;
 
+/// How many events a read fetches when its reader is behind (the rest wait for its next read).
+const READ_AHEAD: usize = 4096;
+
+/// For how many tasks events are kept read ahead.
+const READ_AHEAD_TASKS: usize = 64;
+
+/// The most event rows one statement of a retention sweep deletes.
+const SWEEP_CHUNK: i64 = 10_000;
+
 /// The most appends one group commit takes.
-const MAX_BATCH: usize = 512;
+const MAX_BATCH: usize = 16_384;
+
+/// The most bytes of appends queued and not yet committed before producers wait.
+const MAX_PENDING_BYTES: usize = 32 << 20;
+
+/// One group commit, as one statement: the fence and the moves of the tasks' rows (`$1..$6`),
+/// the events of the tasks that passed it (`$7..$11`), the rows the count limit pushes out,
+/// one notification. Returns the ids of the tasks whose row moved.
+const APPEND_BATCH: &str = "\
+WITH d AS (
+    SELECT * FROM unnest($1::text[], $2::bigint[], $3::bigint[], $4::bigint[], $5::bigint[])
+        AS d(task_id, expect, next, lo, floor)
+), moved AS (
+    UPDATE taskstream_tasks t SET next_seq = d.next, floor = GREATEST(t.floor, d.floor)
+    FROM d
+    WHERE t.task_id = d.task_id AND t.owner = $6
+        AND t.status IN ('working', 'input_required') AND t.next_seq = d.expect
+    RETURNING t.task_id
+), ins AS (
+    INSERT INTO taskstream_events (task_id, seq, type, payload, at)
+    SELECT e.task_id, e.seq, e.type, e.payload, e.at
+    FROM unnest($7::text[], $8::bigint[], $9::text[], $10::text[], $11::bigint[])
+        AS e(task_id, seq, type, payload, at)
+    WHERE e.task_id IN (SELECT task_id FROM moved)
+), gone AS (
+    DELETE FROM taskstream_events x USING d
+    WHERE x.task_id = d.task_id AND d.floor > d.lo AND x.seq >= d.lo AND x.seq < d.floor
+        AND d.task_id IN (SELECT task_id FROM moved)
+)
+SELECT task_id, pg_notify('taskstream', '') IS NULL FROM moved";
+
+/// What this replica knows of a task it writes (it holds the task's lease).
+struct Head {
+    /// The seq the next queued append takes.
+    next: i64,
+    /// The floor as of the last batch taken (retention by count).
+    floor: i64,
+    /// The seq after the last append whose batch was answered (committed or refused).
+    done: i64,
+    /// Why the task's appends are refused from now on, once a batch of it was.
+    refused: Option<Refusal>,
+}
+
+impl Head {
+    fn new(next: i64, floor: i64) -> Head {
+        Head {
+            next,
+            floor,
+            done: next,
+            refused: None,
+        }
+    }
+
+    /// Appends queued and not answered yet.
+    fn pending(&self) -> i64 {
+        self.next - self.done
+    }
+}
+
+/// Why a task's batch was refused.
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum Refusal {
+    /// The task is gone.
+    Unknown,
+    /// The task ended, or another replica took it over.
+    Terminal,
+    /// The batch could not commit (the database's error).
+    Lost(String),
+}
+
+impl Refusal {
+    fn to_error(&self) -> AppendError {
+        match self {
+            Refusal::Unknown => AppendError::UnknownTask,
+            Refusal::Terminal => AppendError::Terminal,
+            Refusal::Lost(e) => {
+                AppendError::Storage(StoreError::Database(format!("cannot append events: {e}")))
+            }
+        }
+    }
+}
+
+/// The outcome of a batch for one task.
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum Verdict {
+    Committed,
+    Refused(Refusal),
+}
+
+/// One task's part of a batch.
+struct TaskSpan {
+    task_id: String,
+    /// The seq its row must be at (the fence).
+    expect: i64,
+    /// Its next seq after the batch.
+    next: i64,
+    /// Its floor before and after the batch.
+    lo: i64,
+    floor: i64,
+}
+
+/// A connection of the pool taken by [`Replica::pool_slot`].
+struct PoolSlot<'a>(&'a (Mutex<usize>, Condvar));
+
+impl Drop for PoolSlot<'_> {
+    fn drop(&mut self) {
+        let (count, cond) = self.0;
+        *lock(count) -= 1;
+        cond.notify_one();
+    }
+}
+
+/// One writer's queue and what wakes it (and the producers waiting for room).
+struct Lane {
+    pipe: Mutex<Pipe>,
+    cond: Condvar,
+}
+
+/// The appends queued for the writer and the heads of the tasks this replica writes.
+#[derive(Default)]
+struct Pipe {
+    jobs: Vec<Job>,
+    bytes: usize,
+    heads: HashMap<String, Head>,
+    /// Whether the lane's writer waits for work (then a new job wakes it).
+    writer_idle: bool,
+}
+
+fn refuse_all(tasks: &[TaskSpan], error: &str) -> HashMap<String, Verdict> {
+    tasks
+        .iter()
+        .map(|t| {
+            (
+                t.task_id.clone(),
+                Verdict::Refused(Refusal::Lost(error.to_owned())),
+            )
+        })
+        .collect()
+}
 
 /// How to open a [`PgStore`].
 #[derive(Clone, Debug)]
@@ -114,7 +282,19 @@ pub struct PgConfig {
     pub retention: RetentionPolicy,
     /// After how long without a heartbeat a replica's running tasks are ended `failed`.
     pub lease_timeout: Duration,
+    /// How many connections reads (replays, `tasks/get`, lookups) may hold at once, beside
+    /// the writers' and the listener's own ([`DEFAULT_POOL_SIZE`]).
+    pub pool_size: usize,
+    /// How many writer connections commit batches side by side, each taking the appends of
+    /// its share of the tasks ([`DEFAULT_WRITERS`]).
+    pub writers: usize,
 }
+
+/// The default [`PgConfig::pool_size`].
+pub const DEFAULT_POOL_SIZE: usize = crate::DEFAULT_PG_POOL_SIZE;
+
+/// The default [`PgConfig::writers`].
+pub const DEFAULT_WRITERS: usize = crate::DEFAULT_PG_WRITERS;
 
 /// The PostgreSQL store (see the module docs). Dropping it stops its threads; its running
 /// tasks stay owned by its replica id until its lease expires.
@@ -130,21 +310,32 @@ struct Replica {
     retention: RetentionPolicy,
     lease_timeout: Duration,
     replica: String,
+    /// Idle connections of the pool.
     pool: Mutex<Vec<Client>>,
+    /// Connections of the pool in use, at most `pool_size`; a caller past it waits.
+    in_use: (Mutex<usize>, Condvar),
+    pool_size: usize,
     changes: ChangeSignal,
-    queue: Mutex<VecDeque<Job>>,
-    queue_cond: Condvar,
+    /// The writers' queues; a task's appends always go through the same one (by its id's
+    /// hash), so its batches commit in order while other tasks' commit beside them.
+    lanes: Vec<Lane>,
+    /// Events read ahead of a reader, per task (at most [`READ_AHEAD_TASKS`] tasks).
+    read_ahead: Mutex<HashMap<String, std::collections::VecDeque<RawEvent>>>,
     stop: AtomicBool,
     stop_signal: (Mutex<bool>, Condvar),
 }
 
-/// One append waiting for the writer.
+/// One append queued for the writer, its seq taken.
 struct Job {
     task_id: String,
+    seq: i64,
     event_type: String,
     payload: String,
     at: Millis,
-    reply: mpsc::SyncSender<Result<Seq, AppendError>>,
+    /// Its share of [`Pipe::bytes`].
+    size: usize,
+    /// Where to answer an append that waits for its commit.
+    reply: Option<mpsc::SyncSender<Result<(), AppendError>>>,
 }
 
 /// A database error as the operator reads it: the server's message and SQLSTATE when it sent
@@ -244,9 +435,16 @@ impl PgStore {
             lease_timeout: config.lease_timeout.max(Duration::from_millis(300)),
             replica,
             pool: Mutex::new(Vec::new()),
+            in_use: (Mutex::new(0), Condvar::new()),
+            read_ahead: Mutex::new(HashMap::new()),
+            pool_size: config.pool_size.max(1),
             changes: ChangeSignal::default(),
-            queue: Mutex::new(VecDeque::new()),
-            queue_cond: Condvar::new(),
+            lanes: (0..config.writers.clamp(1, 16))
+                .map(|_| Lane {
+                    pipe: Mutex::new(Pipe::default()),
+                    cond: Condvar::new(),
+                })
+                .collect(),
             stop: AtomicBool::new(false),
             stop_signal: (Mutex::new(false), Condvar::new()),
         });
@@ -278,9 +476,16 @@ impl PgStore {
             .map_err(|e| db_error("cannot register this replica", &e))?;
         lock(&inner.pool).push(client);
         let mut threads = Vec::new();
+        for lane in 0..inner.lanes.len() {
+            let i = Arc::clone(&inner);
+            let t = std::thread::Builder::new()
+                .name("pg-writer".into())
+                .spawn(move || i.run_writer(lane))
+                .map_err(|e| StoreError::Database(format!("cannot start a thread: {e}")))?;
+            threads.push(t);
+        }
         for (name, run) in [
-            ("pg-writer", Replica::run_writer as fn(&Replica)),
-            ("pg-listen", Replica::run_listener),
+            ("pg-listen", Replica::run_listener as fn(&Replica)),
             ("pg-lease", Replica::run_lease),
         ] {
             let i = Arc::clone(&inner);
@@ -321,7 +526,11 @@ impl Drop for PgStore {
             *lock(flag) = true;
             cond.notify_all();
         }
-        self.inner.queue_cond.notify_all();
+        for lane in &self.inner.lanes {
+            // Under the lock, so a writer between its check and its wait cannot miss it.
+            let _g = lock(&lane.pipe);
+            lane.cond.notify_all();
+        }
         for t in self.threads.drain(..) {
             let _ = t.join();
         }
@@ -399,6 +608,15 @@ fn view_of(record: &str, floor: i64, next: i64) -> Result<TaskView, StoreError> 
 }
 
 impl Replica {
+    /// The writer's queue that takes `task_id`'s appends.
+    fn lane(&self, task_id: &str) -> &Lane {
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        std::hash::Hash::hash(task_id, &mut h);
+        let n = self.lanes.len().max(1) as u64;
+        let i = usize::try_from(std::hash::Hasher::finish(&h) % n).unwrap_or(0);
+        &self.lanes[i.min(self.lanes.len() - 1)]
+    }
+
     fn connect(&self) -> Result<Client, StoreError> {
         let mut client = self.conn.connect(NoTls).map_err(|e| {
             StoreError::Database(format!(
@@ -419,6 +637,18 @@ impl Replica {
     /// connection still answers, and never runs twice (a write cut at `COMMIT` may have
     /// committed); a read runs once more on a fresh connection after a connection failure.
     fn with<T>(
+        &self,
+        context: &str,
+        write: bool,
+        f: impl FnMut(&mut Client) -> Result<T, postgres::Error>,
+    ) -> Result<T, StoreError> {
+        let _slot = self.pool_slot();
+        self.with_unbounded(context, write, f)
+    }
+
+    /// [`with`](Self::with) without waiting for room in the pool (the lease's heartbeat,
+    /// which must not wait behind reads).
+    fn with_unbounded<T>(
         &self,
         context: &str,
         write: bool,
@@ -462,9 +692,22 @@ impl Replica {
         }
     }
 
+    /// Waits for a connection of the pool to be free and takes it (given back on drop).
+    fn pool_slot(&self) -> PoolSlot<'_> {
+        let (count, cond) = &self.in_use;
+        let mut n = lock(count);
+        while *n >= self.pool_size {
+            n = cond
+                .wait(n)
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+        }
+        *n += 1;
+        PoolSlot(&self.in_use)
+    }
+
     fn put_back(&self, client: Client) {
         let mut pool = lock(&self.pool);
-        if pool.len() < 16 {
+        if pool.len() < self.pool_size {
             pool.push(client);
         }
     }
@@ -511,6 +754,9 @@ impl Replica {
                 record.task_id.clone(),
             )));
         }
+        lock(&self.lane(&record.task_id).pipe)
+            .heads
+            .insert(record.task_id.clone(), Head::new(1, 0));
         self.changes.notify();
         Ok(())
     }
@@ -527,6 +773,8 @@ impl Replica {
         let payload = status.event_payload(message.as_deref());
         let at = millis_i64(now);
         let max = self.max_events();
+        // The terminal event follows every event this replica queued for the task.
+        self.drain_task(task_id);
         let outcome = self
             .with("cannot end a task", true, |c| {
                 let mut tx = c.transaction()?;
@@ -595,7 +843,14 @@ impl Replica {
                 tx.commit()?;
                 Ok(Ok(seq))
             })
-            .map_err(AppendError::Storage)??;
+            .map_err(AppendError::Storage);
+        if !matches!(
+            outcome,
+            Err(AppendError::Storage(_)) | Ok(Err(AppendError::Storage(_)))
+        ) {
+            lock(&self.lane(task_id).pipe).heads.remove(task_id);
+        }
+        let outcome = outcome??;
         self.changes.notify();
         seq_of(outcome).map_err(AppendError::Storage)
     }
@@ -624,6 +879,9 @@ impl Replica {
             .collect()
     }
 
+    /// Reads up to `max` events from `from`: first those a previous read of the task fetched
+    /// ahead (a reader catching up on a long log takes [`READ_AHEAD`] rows per round trip),
+    /// then from the database.
     fn read_raw_from(
         &self,
         task_id: &str,
@@ -634,19 +892,44 @@ impl Replica {
         if max == 0 {
             return Ok(0);
         }
-        let limit = i64::try_from(max).unwrap_or(i64::MAX);
+        let cached: Vec<RawEvent> = {
+            let mut ahead = lock(&self.read_ahead);
+            match ahead.get_mut(task_id) {
+                Some(q) if q.front().is_some_and(|e| e.seq() == from) => {
+                    let n = q.len().min(max);
+                    let taken: Vec<RawEvent> = q.drain(..n).collect();
+                    if q.is_empty() {
+                        ahead.remove(task_id);
+                    }
+                    taken
+                }
+                _ => Vec::new(),
+            }
+        };
+        let mut n = cached.len();
+        let mut next = from;
+        for e in cached {
+            next = e.seq().next().unwrap_or(next);
+            push(e);
+        }
+        if n == max {
+            return Ok(n);
+        }
+        let want = max - n;
+        let fetch = want.max(READ_AHEAD);
+        let limit = i64::try_from(fetch).unwrap_or(i64::MAX);
         let rows = self.with("cannot read events", false, |c| {
             // A bounded range of the primary key (whatever the table's statistics say). No
-            // row below the task's floor is ever visible: the floor moves in the transaction
-            // that deletes the rows below it.
+            // row below the task's floor is ever visible: the floor moves before the rows
+            // below it go, which go lowest first.
             c.query(
                 "SELECT seq, type, payload, at FROM taskstream_events \
                  WHERE task_id = $1 AND seq >= $2 AND seq < $2 + $3 ORDER BY seq",
-                &[&task_id, &i64_of(from), &limit],
+                &[&task_id, &i64_of(next), &limit],
             )
         })?;
-        let mut expected = from;
-        let mut n = 0;
+        let mut expected = next;
+        let mut extra = std::collections::VecDeque::new();
         for r in &rows {
             let seq = seq_of(r.get(0))?;
             if seq != expected {
@@ -656,69 +939,260 @@ impl Replica {
             let event_type: &str = r.get(1);
             let payload: &str = r.get(2);
             let at: i64 = r.get(3);
-            push(RawEvent::copied(
+            let e = RawEvent::copied(
                 seq,
                 Millis(u64::try_from(at).unwrap_or(0)),
                 event_type,
                 payload.as_bytes(),
-            ));
-            n += 1;
+            );
+            if n < max {
+                push(e);
+                n += 1;
+            } else {
+                extra.push_back(e);
+            }
             match seq.next() {
                 Some(s) => expected = s,
                 None => break,
             }
         }
+        if !extra.is_empty() {
+            let mut ahead = lock(&self.read_ahead);
+            if ahead.len() >= READ_AHEAD_TASKS {
+                ahead.clear();
+            }
+            ahead.insert(task_id.to_owned(), extra);
+        }
         Ok(n)
     }
 
-    /// Queues an append for the writer and waits for its commit.
-    fn append(
+    /// The head of a task this replica writes, loaded from its row if this replica has not
+    /// written it yet. `Err` if the task is unknown or not running under this replica.
+    fn load_head(&self, task_id: &str) -> Result<(), AppendError> {
+        let row = self
+            .with("cannot read a task", false, |c| {
+                c.query_opt(
+                    &format!(
+                        "SELECT next_seq, floor, owner = $2 AND status IN {RUNNING} \
+                         FROM taskstream_tasks WHERE task_id = $1"
+                    ),
+                    &[&task_id, &self.replica],
+                )
+            })
+            .map_err(AppendError::Storage)?;
+        let Some(row) = row else {
+            return Err(AppendError::UnknownTask);
+        };
+        let ours: Option<bool> = row.get(2);
+        if ours != Some(true) {
+            return Err(AppendError::Terminal);
+        }
+        let (next, floor): (i64, i64) = (row.get(0), row.get(1));
+        lock(&self.lane(task_id).pipe)
+            .heads
+            .entry(task_id.to_owned())
+            .or_insert_with(|| Head::new(next, floor));
+        Ok(())
+    }
+
+    /// Queues an append for the writer: takes the task's next seq (this replica holds the
+    /// task's lease, so it alone moves the seq while the task runs) and returns it at once
+    /// (`wait` false) or once its batch committed (`wait` true). An emitted event is visible
+    /// only once its batch committed; a batch that cannot commit makes the task's next append
+    /// fail, so a producer never continues past a lost event.
+    fn enqueue(
         &self,
         task_id: &str,
         event_type: &str,
         payload: &[u8],
         now: Millis,
+        wait: bool,
     ) -> Result<Seq, AppendError> {
         let payload = compact_payload(event_type, payload, Some(self.retention.max_payload_bytes))?;
-        let (tx, rx) = mpsc::sync_channel(1);
-        {
-            let mut q = lock(&self.queue);
-            q.push_back(Job {
+        let size = payload.len() + event_type.len() + task_id.len() + 64;
+        let mut loaded = false;
+        let lane = self.lane(task_id);
+        let (seq, rx, wake) = loop {
+            let mut p = lock(&lane.pipe);
+            // Backpressure: a producer faster than the database waits for room.
+            while p.bytes > MAX_PENDING_BYTES && !self.stop.load(Ordering::SeqCst) {
+                p = lane
+                    .cond
+                    .wait(p)
+                    .unwrap_or_else(std::sync::PoisonError::into_inner);
+            }
+            if self.stop.load(Ordering::SeqCst) {
+                return Err(AppendError::Storage(StoreError::Failed));
+            }
+            let Some(head) = p.heads.get_mut(task_id) else {
+                drop(p);
+                if loaded {
+                    return Err(AppendError::Terminal);
+                }
+                self.load_head(task_id)?;
+                loaded = true;
+                continue;
+            };
+            if let Some(refusal) = &head.refused {
+                let e = refusal.to_error();
+                if matches!(refusal, Refusal::Terminal | Refusal::Unknown) && head.pending() == 0 {
+                    // Forgotten: the next append reads the row again.
+                    p.heads.remove(task_id);
+                }
+                return Err(e);
+            }
+            let seq = head.next;
+            head.next += 1;
+            let seq_checked = seq_of(seq).map_err(AppendError::Storage)?;
+            let (reply, rx) = if wait {
+                let (tx, rx) = mpsc::sync_channel(1);
+                (Some(tx), Some(rx))
+            } else {
+                (None, None)
+            };
+            p.bytes += size;
+            p.jobs.push(Job {
                 task_id: task_id.to_owned(),
+                seq,
                 event_type: event_type.to_owned(),
                 payload,
                 at: now,
-                reply: tx,
+                size,
+                reply,
             });
+            // Only a writer waiting for work needs waking (a wake-up is a system call; a
+            // busy writer takes this job with its next batch).
+            break (seq_checked, rx, p.writer_idle);
+        };
+        if wake {
+            lane.cond.notify_all();
         }
-        self.queue_cond.notify_one();
-        rx.recv()
-            .unwrap_or(Err(AppendError::Storage(StoreError::Failed)))
+        match rx {
+            None => Ok(seq),
+            Some(rx) => match rx.recv() {
+                Ok(Ok(())) => Ok(seq),
+                Ok(Err(e)) => Err(e),
+                Err(_) => Err(AppendError::Storage(StoreError::Failed)),
+            },
+        }
     }
 
-    /// The writer: takes every append waiting and commits them in one transaction (group
-    /// commit), then answers each.
-    fn run_writer(&self) {
+    /// Waits until every append queued for `task_id` so far committed or was refused (not
+    /// those queued meanwhile: a producer that goes on cannot hold an end back; once the end
+    /// committed, the fence refuses them).
+    fn drain_task(&self, task_id: &str) {
+        let lane = self.lane(task_id);
+        let mut p = lock(&lane.pipe);
+        let Some(target) = p.heads.get(task_id).map(|h| h.next) else {
+            return;
+        };
+        while p.heads.get(task_id).is_some_and(|h| h.done < target) {
+            p = lane
+                .cond
+                .wait(p)
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+        }
+    }
+
+    /// The writer: takes every append queued while the last batch was committing and commits
+    /// them as one statement (group commit, pipelined: producers keep queueing meanwhile),
+    /// then answers the appends that wait and rings the change signal.
+    fn run_writer(&self, lane: usize) {
+        let Some(lane) = self.lanes.get(lane) else {
+            return;
+        };
         let mut client: Option<Client> = None;
         loop {
-            let batch: Vec<Job> = {
-                let mut q = lock(&self.queue);
-                while q.is_empty() && !self.stop.load(Ordering::SeqCst) {
-                    q = self
-                        .queue_cond
-                        .wait(q)
+            let (batch, tasks) = {
+                let mut p = lock(&lane.pipe);
+                while p.jobs.is_empty() && !self.stop.load(Ordering::SeqCst) {
+                    p.writer_idle = true;
+                    p = lane
+                        .cond
+                        .wait(p)
                         .unwrap_or_else(std::sync::PoisonError::into_inner);
                 }
-                if q.is_empty() {
+                p.writer_idle = false;
+                if p.jobs.is_empty() {
                     return;
                 }
-                let n = q.len().min(MAX_BATCH);
-                q.drain(..n).collect()
+                let n = p.jobs.len().min(MAX_BATCH);
+                let batch: Vec<Job> = p.jobs.drain(..n).collect();
+                let max = self.max_events();
+                // Per task, in the order first queued: the seq the row must be at (the
+                // fence), the next seq after the batch, and the floor before and after.
+                let mut order: Vec<&str> = Vec::new();
+                let mut span: HashMap<&str, (i64, i64)> = HashMap::new();
+                for j in &batch {
+                    span.entry(j.task_id.as_str())
+                        .and_modify(|s| s.1 = j.seq + 1)
+                        .or_insert_with(|| {
+                            order.push(j.task_id.as_str());
+                            (j.seq, j.seq + 1)
+                        });
+                }
+                let mut tasks = Vec::with_capacity(order.len());
+                for id in order {
+                    let (expect, next) = span[id];
+                    let (lo, floor) = match p.heads.get_mut(id) {
+                        Some(h) => {
+                            let lo = h.floor;
+                            h.floor = h.floor.max(next - max);
+                            (lo, h.floor)
+                        }
+                        None => (0, 0.max(next - max)),
+                    };
+                    tasks.push(TaskSpan {
+                        task_id: id.to_owned(),
+                        expect,
+                        next,
+                        lo,
+                        floor,
+                    });
+                }
+                (batch, tasks)
             };
-            let results = self.commit_batch(&mut client, &batch);
-            let wrote = results.iter().any(Result::is_ok);
-            for (job, r) in batch.into_iter().zip(results) {
-                let _ = job.reply.send(r);
+            let outcome = self.commit_batch(&mut client, &batch, &tasks);
+            let mut wrote = false;
+            let replies: Vec<_> = {
+                let mut p = lock(&lane.pipe);
+                let mut freed = 0;
+                for t in &tasks {
+                    let verdict = outcome
+                        .get(&t.task_id)
+                        .cloned()
+                        .unwrap_or(Verdict::Committed);
+                    if let Some(h) = p.heads.get_mut(&t.task_id) {
+                        h.done = t.next;
+                        match verdict {
+                            Verdict::Committed => wrote = true,
+                            Verdict::Refused(r) => {
+                                if h.refused.is_none() {
+                                    h.refused = Some(r);
+                                }
+                            }
+                        }
+                    } else if verdict == Verdict::Committed {
+                        wrote = true;
+                    }
+                }
+                let replies = batch
+                    .into_iter()
+                    .filter_map(|j| {
+                        freed += j.size;
+                        let r = match outcome.get(&j.task_id) {
+                            None | Some(Verdict::Committed) => Ok(()),
+                            Some(Verdict::Refused(r)) => Err(r.to_error()),
+                        };
+                        j.reply.map(|tx| (tx, r))
+                    })
+                    .collect();
+                p.bytes = p.bytes.saturating_sub(freed);
+                replies
+            };
+            lane.cond.notify_all();
+            for (tx, r) in replies {
+                let _ = tx.send(r);
             }
             if wrote {
                 self.changes.notify();
@@ -726,149 +1200,170 @@ impl Replica {
         }
     }
 
+    /// Commits a batch, retrying on a fresh connection while the database is unreachable (up
+    /// to the lease timeout): the statement is fenced by each task's expected seq, so a retry
+    /// of a batch whose `COMMIT` did go through is refused, and then recognised as committed.
+    /// Returns the tasks whose appends did not commit, with why.
     fn commit_batch(
         &self,
         client: &mut Option<Client>,
         batch: &[Job],
-    ) -> Vec<Result<Seq, AppendError>> {
-        // Twice at most: a connection found closed before anything was sent is replaced.
-        for attempt in 0..2 {
+        tasks: &[TaskSpan],
+    ) -> HashMap<String, Verdict> {
+        let deadline = Instant::now() + self.lease_timeout;
+        let mut backoff = Duration::from_millis(50);
+        let mut last_error = String::new();
+        loop {
             if client.as_ref().is_none_or(Client::is_closed) {
                 match self.connect() {
                     Ok(c) => *client = Some(c),
-                    Err(e) => return fail_all(batch.len(), &e),
+                    Err(e) => last_error = e.to_string(),
                 }
             }
-            let Some(c) = client.as_mut() else {
-                return fail_all(batch.len(), &StoreError::Failed);
-            };
-            let mut began = false;
-            match self.try_batch(c, batch, &mut began) {
-                Ok(r) => return r,
-                Err(e) => {
-                    let closed = c.is_closed();
-                    if closed {
+            if let Some(c) = client.as_mut() {
+                match self.try_batch(c, batch, tasks) {
+                    Ok(accepted) => return self.classify(c, tasks, &accepted),
+                    Err(e) => {
+                        last_error = describe(&e);
+                        if e.as_db_error().is_some() && !c.is_closed() {
+                            // Refused by the database itself: not worth a retry.
+                            return refuse_all(tasks, &last_error);
+                        }
                         *client = None;
                     }
-                    if attempt == 0 && closed && !began {
-                        continue;
-                    }
-                    return fail_all(batch.len(), &db_error("cannot append events", &e));
                 }
             }
+            if self.stop.load(Ordering::SeqCst) || Instant::now() >= deadline {
+                return refuse_all(tasks, &last_error);
+            }
+            self.pause(backoff);
+            backoff = (backoff * 2).min(Duration::from_secs(1));
         }
-        fail_all(batch.len(), &StoreError::Failed)
     }
 
-    /// One group commit: a fixed number of statements whatever the batch's size. The tasks'
-    /// rows are locked in id order (as the sweep locks them, so the two never deadlock), only
-    /// while running and owned by this replica (the fence); each task's appends take the next
-    /// seqs in the order they were queued; the rows pushed out by the count limit go in the
-    /// same transaction.
+    /// One group commit, one statement (so one round trip and one transaction): each task's
+    /// row moves its next seq and floor only if it is still running, owned by this replica and
+    /// at the seq the batch starts from (the fence); only the events of the tasks whose row
+    /// moved are inserted, the rows pushed out by the count limit go, and one notification
+    /// wakes the other replicas. Returns the ids of the tasks whose row moved.
     fn try_batch(
         &self,
         c: &mut Client,
         batch: &[Job],
-        began: &mut bool,
-    ) -> Result<Vec<Result<Seq, AppendError>>, postgres::Error> {
-        let max = self.max_events();
-        let mut ids: Vec<&str> = batch.iter().map(|j| j.task_id.as_str()).collect();
-        ids.sort_unstable();
-        ids.dedup();
-        let mut tx = c.transaction()?;
-        *began = true;
-        let locked = tx.query(
+        tasks: &[TaskSpan],
+    ) -> Result<HashSet<String>, postgres::Error> {
+        let mut d_task = Vec::with_capacity(tasks.len());
+        let (mut d_expect, mut d_next, mut d_lo, mut d_floor) = (
+            Vec::with_capacity(tasks.len()),
+            Vec::with_capacity(tasks.len()),
+            Vec::with_capacity(tasks.len()),
+            Vec::with_capacity(tasks.len()),
+        );
+        let mut floors: HashMap<&str, i64> = HashMap::with_capacity(tasks.len());
+        for t in tasks {
+            d_task.push(t.task_id.as_str());
+            d_expect.push(t.expect);
+            d_next.push(t.next);
+            d_lo.push(t.lo);
+            d_floor.push(t.floor);
+            floors.insert(t.task_id.as_str(), t.floor);
+        }
+        let n = batch.len();
+        let (mut e_task, mut e_seq, mut e_type, mut e_payload, mut e_at) = (
+            Vec::with_capacity(n),
+            Vec::with_capacity(n),
+            Vec::with_capacity(n),
+            Vec::with_capacity(n),
+            Vec::with_capacity(n),
+        );
+        for j in batch {
+            // An event already below its task's new floor (a batch longer than the count
+            // limit) is never stored.
+            if floors.get(j.task_id.as_str()).is_some_and(|f| j.seq < *f) {
+                continue;
+            }
+            e_task.push(j.task_id.as_str());
+            e_seq.push(j.seq);
+            e_type.push(j.event_type.as_str());
+            e_payload.push(j.payload.as_str());
+            e_at.push(millis_i64(j.at));
+        }
+        let rows = c.query(
+            APPEND_BATCH,
+            &[
+                &d_task,
+                &d_expect,
+                &d_next,
+                &d_lo,
+                &d_floor,
+                &self.replica,
+                &e_task,
+                &e_seq,
+                &e_type,
+                &e_payload,
+                &e_at,
+            ],
+        )?;
+        Ok(rows.iter().map(|r| r.get(0)).collect())
+    }
+
+    /// Why the tasks of a batch that the statement did not move were refused: a task gone
+    /// (`UnknownTask`), ended or taken over (`Terminal`), or already at the batch's end (a
+    /// retry of a batch that committed: accepted).
+    fn classify(
+        &self,
+        c: &mut Client,
+        tasks: &[TaskSpan],
+        accepted: &HashSet<String>,
+    ) -> HashMap<String, Verdict> {
+        let refused: Vec<&TaskSpan> = tasks
+            .iter()
+            .filter(|t| !accepted.contains(&t.task_id))
+            .collect();
+        let mut out = HashMap::new();
+        if refused.is_empty() {
+            return out;
+        }
+        let ids: Vec<&str> = refused.iter().map(|t| t.task_id.as_str()).collect();
+        let rows = match c.query(
             &format!(
-                "SELECT task_id, next_seq, floor FROM taskstream_tasks \
-                 WHERE task_id = ANY($1) AND owner = $2 AND status IN {RUNNING} \
-                 ORDER BY task_id FOR UPDATE"
+                "SELECT task_id, next_seq, owner = $2 AND status IN {RUNNING} \
+                 FROM taskstream_tasks WHERE task_id = ANY($1)"
             ),
             &[&ids, &self.replica],
-        )?;
-        // task → (next seq, floor), as the batch moves them.
-        let mut heads: HashMap<String, (i64, i64)> = locked
-            .iter()
-            .map(|r| (r.get::<_, String>(0), (r.get(1), r.get(2))))
-            .collect();
-        let old: HashMap<String, (i64, i64)> = heads.clone();
-        let refused: Vec<&str> = ids
-            .iter()
-            .copied()
-            .filter(|id| !heads.contains_key(*id))
-            .collect();
-        let existing: HashSet<String> = if refused.is_empty() {
-            HashSet::new()
-        } else {
-            tx.query(
-                "SELECT task_id FROM taskstream_tasks WHERE task_id = ANY($1)",
-                &[&refused],
-            )?
-            .iter()
-            .map(|r| r.get(0))
-            .collect()
+        ) {
+            Ok(rows) => rows,
+            Err(e) => {
+                return refused
+                    .iter()
+                    .map(|t| {
+                        (
+                            t.task_id.clone(),
+                            Verdict::Refused(Refusal::Lost(describe(&e))),
+                        )
+                    })
+                    .collect()
+            }
         };
-        let mut results = Vec::with_capacity(batch.len());
-        let (mut e_task, mut e_seq, mut e_type, mut e_payload, mut e_at) =
-            (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
-        for job in batch {
-            let Some((next, floor)) = heads.get_mut(&job.task_id) else {
-                results.push(Err(if existing.contains(&job.task_id) {
-                    AppendError::Terminal
-                } else {
-                    AppendError::UnknownTask
-                }));
-                continue;
+        let found: HashMap<String, (i64, bool)> = rows
+            .iter()
+            .map(|r| {
+                let ours: Option<bool> = r.get(2);
+                (r.get::<_, String>(0), (r.get(1), ours == Some(true)))
+            })
+            .collect();
+        for t in refused {
+            let verdict = match found.get(&t.task_id) {
+                None => Verdict::Refused(Refusal::Unknown),
+                Some((_, false)) => Verdict::Refused(Refusal::Terminal),
+                Some((next, true)) if *next == t.next => Verdict::Committed,
+                Some(_) => Verdict::Refused(Refusal::Lost(
+                    "an earlier batch of the task's events did not commit".into(),
+                )),
             };
-            let seq = *next;
-            *next += 1;
-            *floor = (*floor).max(*next - max);
-            e_task.push(job.task_id.as_str());
-            e_seq.push(seq);
-            e_type.push(job.event_type.as_str());
-            e_payload.push(job.payload.as_str());
-            e_at.push(millis_i64(job.at));
-            results.push(seq_of(seq).map_err(AppendError::Storage));
+            out.insert(t.task_id.clone(), verdict);
         }
-        if !e_task.is_empty() {
-            let (mut u_task, mut u_next, mut u_floor) = (Vec::new(), Vec::new(), Vec::new());
-            let (mut d_task, mut d_from, mut d_to) = (Vec::new(), Vec::new(), Vec::new());
-            for (id, (next, floor)) in &heads {
-                let Some((_, old_floor)) = old.get(id) else {
-                    continue;
-                };
-                u_task.push(id.as_str());
-                u_next.push(*next);
-                u_floor.push(*floor);
-                if floor > old_floor {
-                    d_task.push(id.as_str());
-                    d_from.push(*old_floor);
-                    d_to.push(*floor);
-                }
-            }
-            tx.execute(
-                "UPDATE taskstream_tasks t SET next_seq = d.next, floor = d.floor \
-                 FROM unnest($1::text[], $2::bigint[], $3::bigint[]) AS d(task_id, next, floor) \
-                 WHERE t.task_id = d.task_id",
-                &[&u_task, &u_next, &u_floor],
-            )?;
-            tx.execute(
-                "INSERT INTO taskstream_events (task_id, seq, type, payload, at) \
-                 SELECT * FROM unnest($1::text[], $2::bigint[], $3::text[], $4::text[], \
-                 $5::bigint[])",
-                &[&e_task, &e_seq, &e_type, &e_payload, &e_at],
-            )?;
-            if !d_task.is_empty() {
-                tx.execute(
-                    "DELETE FROM taskstream_events e \
-                     USING unnest($1::text[], $2::bigint[], $3::bigint[]) AS d(task_id, lo, hi) \
-                     WHERE e.task_id = d.task_id AND e.seq >= d.lo AND e.seq < d.hi",
-                    &[&d_task, &d_from, &d_to],
-                )?;
-            }
-            tx.execute("SELECT pg_notify('taskstream', '')", &[])?;
-        }
-        tx.commit()?;
-        Ok(results)
+        out
     }
 
     /// The listener: `LISTEN taskstream` on a connection of its own; every notification moves
@@ -932,7 +1427,7 @@ impl Replica {
         let period = self.lease_timeout / 4;
         while !self.stop.load(Ordering::SeqCst) {
             let started = Instant::now();
-            let _ = self.with("cannot renew the lease", true, |c| {
+            let _ = self.with_unbounded("cannot renew the lease", true, |c| {
                 c.execute(
                     "UPDATE taskstream_replicas SET heartbeat = now() WHERE id = $1",
                     &[&self.replica],
@@ -993,65 +1488,120 @@ impl Replica {
         Ok(ended)
     }
 
+    /// Retention by age and terminal retention, in short statements that never lock a
+    /// running task's row for longer than one `UPDATE` of its floor (appends never wait on a
+    /// sweep's deletes). Events go in ascending chunks of [`SWEEP_CHUNK`] rows, so what is
+    /// left of a task's log is always a suffix (a read never meets a gap) and is bounded by
+    /// its floor, which moves first.
     fn sweep(&self, now: Millis) -> Result<usize, StoreError> {
         let now_ms = millis_i64(now);
         let terminal_cutoff = now_ms.saturating_sub(millis_i64(self.retention.terminal_retention));
         let age_cutoff = now_ms.saturating_sub(millis_i64(self.retention.max_event_age));
-        let (removed, truncated) = self.with("cannot apply retention", true, |c| {
-            let mut tx = c.transaction()?;
-            let removed = tx.execute(
-                "DELETE FROM taskstream_tasks WHERE ended_at IS NOT NULL AND ended_at < $1",
-                &[&terminal_cutoff],
-            )?;
-            // Age: tasks whose oldest retained event expired move their floor to the first
-            // event that has not (events are in time order), and drop the rows below it.
-            let aged = tx.query(
+        let mut removed = 0usize;
+        let mut truncated = 0usize;
+        // Terminal retention: the task's floor moves to its end (nothing is readable), its
+        // events go in chunks, then its row. A terminal task is never appended to.
+        loop {
+            let ids: Vec<String> = self
+                .with("cannot apply retention", false, |c| {
+                    c.query(
+                        "SELECT task_id FROM taskstream_tasks \
+                         WHERE ended_at IS NOT NULL AND ended_at < $1 ORDER BY ended_at LIMIT 64",
+                        &[&terminal_cutoff],
+                    )
+                })?
+                .iter()
+                .map(|r| r.get(0))
+                .collect();
+            if ids.is_empty() {
+                break;
+            }
+            self.with("cannot apply retention", true, |c| {
+                c.execute(
+                    "UPDATE taskstream_tasks SET floor = next_seq WHERE task_id = ANY($1)",
+                    &[&ids],
+                )
+            })?;
+            loop {
+                let n = self.with("cannot apply retention", true, |c| {
+                    c.execute(
+                        "DELETE FROM taskstream_events WHERE ctid = ANY(ARRAY(\
+                         SELECT ctid FROM taskstream_events WHERE task_id = ANY($1) LIMIT $2))",
+                        &[&ids, &SWEEP_CHUNK],
+                    )
+                })?;
+                if n == 0 {
+                    break;
+                }
+            }
+            let n = self.with("cannot apply retention", true, |c| {
+                c.execute(
+                    "DELETE FROM taskstream_tasks WHERE task_id = ANY($1) AND ended_at IS NOT NULL",
+                    &[&ids],
+                )
+            })?;
+            removed += usize::try_from(n).unwrap_or(usize::MAX);
+            self.notify_all_replicas();
+        }
+        // Age: a task whose oldest retained event expired moves its floor to the first event
+        // that has not (events are in time order; the events appended after the look are
+        // newer still), then the rows below it go.
+        let aged = self.with("cannot apply retention", false, |c| {
+            c.query(
                 "SELECT t.task_id, t.floor, t.next_seq FROM taskstream_tasks t \
                  JOIN taskstream_events e ON e.task_id = t.task_id AND e.seq = t.floor \
-                 WHERE e.at < $1 ORDER BY t.task_id FOR UPDATE OF t",
+                 WHERE e.at < $1",
                 &[&age_cutoff],
-            )?;
-            let mut truncated = 0;
-            for r in &aged {
-                let id: &str = r.get(0);
-                let old_floor: i64 = r.get(1);
-                let next: i64 = r.get(2);
-                let first_fresh: Option<i64> = tx
+            )
+        })?;
+        for r in &aged {
+            let id: &str = r.get(0);
+            let old_floor: i64 = r.get(1);
+            let next: i64 = r.get(2);
+            let floor: i64 = self.with("cannot apply retention", true, |c| {
+                let first_fresh: Option<i64> = c
                     .query_one(
                         "SELECT min(seq) FROM taskstream_events \
-                         WHERE task_id = $1 AND seq >= $2 AND at >= $3",
-                        &[&id, &old_floor, &age_cutoff],
+                         WHERE task_id = $1 AND seq >= $2 AND seq < $3 AND at >= $4",
+                        &[&id, &old_floor, &next, &age_cutoff],
                     )?
                     .get(0);
                 let floor = first_fresh.unwrap_or(next);
-                tx.execute(
+                c.execute(
                     "UPDATE taskstream_tasks SET floor = GREATEST(floor, $2) WHERE task_id = $1",
                     &[&id, &floor],
                 )?;
-                tx.execute(
-                    "DELETE FROM taskstream_events \
-                     WHERE task_id = $1 AND seq >= $2 AND seq < $3",
-                    &[&id, &old_floor, &floor],
-                )?;
-                truncated += 1;
+                Ok(floor)
+            })?;
+            let mut lo = old_floor;
+            while lo < floor {
+                let hi = floor.min(lo.saturating_add(SWEEP_CHUNK));
+                self.with("cannot apply retention", true, |c| {
+                    c.execute(
+                        "DELETE FROM taskstream_events \
+                         WHERE task_id = $1 AND seq >= $2 AND seq < $3",
+                        &[&id, &lo, &hi],
+                    )
+                })?;
+                lo = hi;
             }
-            if removed > 0 || truncated > 0 {
-                tx.execute("SELECT pg_notify('taskstream', '')", &[])?;
-            }
-            tx.commit()?;
-            Ok((removed, truncated))
-        })?;
-        if removed > 0 || truncated > 0 {
-            self.changes.notify();
+            truncated += 1;
         }
-        Ok(usize::try_from(removed).unwrap_or(usize::MAX))
+        if truncated > 0 {
+            self.notify_all_replicas();
+        }
+        Ok(removed)
     }
-}
 
-fn fail_all(n: usize, e: &StoreError) -> Vec<Result<Seq, AppendError>> {
-    (0..n)
-        .map(|_| Err(AppendError::Storage(StoreError::Database(e.to_string()))))
-        .collect()
+    /// Rings the change signal here and, by `NOTIFY`, on every other replica (after a
+    /// sweep: events read ahead are dropped too).
+    fn notify_all_replicas(&self) {
+        lock(&self.read_ahead).clear();
+        let _ = self.with("cannot notify", true, |c| {
+            c.execute("SELECT pg_notify('taskstream', '')", &[])
+        });
+        self.changes.notify();
+    }
 }
 
 impl TaskStore for PgStore {
@@ -1094,7 +1644,17 @@ impl TaskStore for PgStore {
         payload: &[u8],
         now: Millis,
     ) -> Result<Seq, AppendError> {
-        self.inner.append(task_id, event_type, payload, now)
+        self.inner.enqueue(task_id, event_type, payload, now, true)
+    }
+
+    fn emit(
+        &self,
+        task_id: &str,
+        event_type: &str,
+        payload: &[u8],
+        now: Millis,
+    ) -> Result<Seq, AppendError> {
+        self.inner.enqueue(task_id, event_type, payload, now, false)
     }
 
     fn finish(

@@ -40,7 +40,10 @@ fn start(s: &mut Server, args: Value) -> String {
         "tools/call",
         json!({"name": "emit", "arguments": args, "task": {}}),
     );
-    r["task"]["taskId"].as_str().expect("taskId").to_owned()
+    r["task"]["taskId"]
+        .as_str()
+        .unwrap_or_else(|| panic!("a task id: {r}"))
+        .to_owned()
 }
 
 /// Streams `task` from the start to its end; returns the events (params) and the response.
@@ -139,6 +142,97 @@ fn a_task_created_on_one_replica_streams_on_another_and_ends_failed_when_its_rep
     assert_dense(&all);
     assert_eq!(all, on_b, "C replays exactly what B received");
     assert_eq!(all.iter().filter(|e| status_of(e).is_some()).count(), 2);
+}
+
+/// Three replicas under load (tasks appending as fast as they can, in batches), one killed
+/// with SIGKILL mid-batch, then the database restarted once: every event a client received is
+/// still there with the same seq and payload, no seq names two events, and the dead replica's
+/// tasks end `failed` within the lease timeout.
+#[test]
+fn a_replica_killed_mid_batch_and_a_database_restart_lose_no_received_event() {
+    if !cluster::enabled() {
+        return;
+    }
+    let pg = Cluster::start();
+    let url = pg.db("fleet");
+    // Nothing is dropped by the count limit: every event stays to be checked.
+    let keep = ["--max-events-per-task", "100000000"];
+    let mut a = replica(&url, &keep);
+    let mut b = replica(&url, &keep);
+    let mut c = replica(&url, &keep);
+    // A runs tasks that never end by themselves, two of them flat out (batches of many
+    // events); B and C run bounded ones.
+    let doomed: Vec<String> = [1, 0, 0]
+        .iter()
+        .map(|ms| start(&mut a, json!({"count": 1_000_000, "interval_ms": ms})))
+        .collect();
+    let survivors: Vec<String> = (0..2)
+        .map(|_| start(&mut b, json!({"count": 3000, "interval_ms": 1})))
+        .chain((0..2).map(|_| start(&mut c, json!({"count": 3000, "interval_ms": 1}))))
+        .collect();
+
+    // B follows one of A's tasks, C one of B's, live.
+    let on_b = b.request("tasks/stream", json!({"taskId": doomed[0]}));
+    let mut seen_doomed = next_events(&mut b, &doomed[0], 200);
+    let on_c = c.request("tasks/stream", json!({"taskId": survivors[0]}));
+    let mut seen_survivor = next_events(&mut c, &survivors[0], 20);
+
+    // A dies with batches in flight.
+    a.kill();
+    let killed = Instant::now();
+    let (rest, end) = b.collect_stream(on_b, &doomed[0]);
+    let ended_after = killed.elapsed();
+    assert!(end.get("error").is_none(), "the stream completes: {end}");
+    seen_doomed.extend(rest);
+    assert_dense(&seen_doomed);
+    let last = seen_doomed.last().expect("events");
+    assert_eq!(status_of(last), Some("failed"), "{last}");
+    assert!(
+        ended_after < Duration::from_secs(LEASE_SECS) + Duration::from_millis(1500),
+        "ended {ended_after:?} after the kill"
+    );
+
+    // The database restarts once while B's and C's tasks run.
+    pg.restart();
+    let (rest, _) = c.collect_stream(on_c, &survivors[0]);
+    seen_survivor.extend(rest);
+
+    for t in &doomed {
+        let got = c.ok("tasks/get", json!({"taskId": t}));
+        assert_eq!(got["status"], "failed", "{got}");
+        assert_eq!(
+            got["statusMessage"],
+            taskstream_store::pg::LEASE_FAILURE_MESSAGE,
+            "{got}"
+        );
+    }
+    let (all, end) = replay(&mut c, &doomed[0]);
+    assert!(end.get("error").is_none(), "{end}");
+    assert_eq!(all, seen_doomed, "C replays exactly what B received");
+    for t in &survivors {
+        let (all, end) = replay(&mut b, t);
+        assert!(end.get("error").is_none(), "{end}");
+        assert_dense(&all);
+        assert!(
+            matches!(
+                status_of(all.last().expect("events")),
+                Some("completed" | "failed")
+            ),
+            "{t} ends"
+        );
+        if t == &survivors[0] {
+            assert_contains(&all, &seen_survivor);
+        }
+    }
+    // No seq was taken twice: the table holds one row per (task, seq) and each task's rows
+    // are exactly its dense log.
+    let rows = pg.psql(
+        "fleet",
+        "SELECT count(*) = count(DISTINCT (task_id, seq)) AND bool_and(n = top + 1) \
+         FROM taskstream_events e JOIN (SELECT task_id, count(*) AS n, max(seq) AS top \
+         FROM taskstream_events GROUP BY task_id) g USING (task_id)",
+    );
+    assert_eq!(rows.trim(), "t", "{rows}");
 }
 
 #[test]

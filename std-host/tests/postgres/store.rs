@@ -200,6 +200,8 @@ fn the_storage_interface_holds_on_a_data_dir_and_on_postgresql() {
         url: pg.db("contract"),
         retention: retention(),
         lease_timeout: Duration::from_secs(60),
+        pool_size: taskstream_store::pg::DEFAULT_POOL_SIZE,
+        writers: taskstream_store::pg::DEFAULT_WRITERS,
     })
     .expect("open");
     contract(&store);
@@ -210,6 +212,8 @@ fn open(url: &str, lease_timeout: Duration) -> PgStore {
         url: url.to_owned(),
         retention: RetentionPolicy::DEFAULT,
         lease_timeout,
+        pool_size: taskstream_store::pg::DEFAULT_POOL_SIZE,
+        writers: taskstream_store::pg::DEFAULT_WRITERS,
     })
     .expect("open")
 }
