@@ -82,8 +82,6 @@ struct Server {
 /// A 2025-11-25 session: one engine connection.
 struct HttpSession {
     principal: String,
-    /// The protocol version `initialize` settled on: what `MCP-Protocol-Version` must say.
-    version: std::sync::OnceLock<String>,
     shared: Arc<ConnectionState>,
     lifecycle: Mutex<Session>,
     router: Router,
@@ -321,8 +319,8 @@ async fn handle(State(server): State<Arc<Server>>, request: Request) -> Response
             }
         },
     };
-    if let Some(s) = &session {
-        if let Some(refused) = check_session_version(headers, s) {
+    if session.is_some() {
+        if let Some(refused) = check_session_version(headers) {
             return refused;
         }
     }
@@ -582,7 +580,6 @@ impl Server {
         self.process.register(&shared);
         let session = Arc::new(HttpSession {
             principal,
-            version: std::sync::OnceLock::new(),
             shared: Arc::clone(&shared),
             lifecycle: Mutex::new(Session::default()),
             router: router.clone(),
@@ -602,16 +599,7 @@ impl Server {
         let Some(line) = rx.recv().await else {
             return status(StatusCode::INTERNAL_SERVER_ERROR);
         };
-        let settled = serde_json::from_slice::<Value>(&line).ok().and_then(|v| {
-            v.get("result")?
-                .get("protocolVersion")?
-                .as_str()
-                .map(str::to_owned)
-        });
-        let ok = settled.is_some();
-        if let Some(v) = settled {
-            let _ = session.version.set(v);
-        }
+        let ok = serde_json::from_slice::<Value>(&line).is_ok_and(|v| v.get("result").is_some());
         let mut r = json_response(line);
         let sid = new_session_id().filter(|_| ok);
         match sid.as_deref().map(HeaderValue::from_str) {
@@ -856,9 +844,16 @@ fn too_large() -> Response {
     r
 }
 
-/// The protocol versions a request may name in `MCP-Protocol-Version`.
+/// The versions a 2025-11-25 session's requests may name in `MCP-Protocol-Version`: the
+/// revisions of the handshake era that have Streamable HTTP. A session's requests may name
+/// another of them than the one `initialize` settled on (the official SDKs and conformance
+/// suite do); what they cannot name is a version this server does not know, or 2026-07-28,
+/// which has no sessions.
+const SESSION_HEADER_VERSIONS: [&str; 3] = ["2025-03-26", "2025-06-18", "2025-11-25"];
+
+/// Every version `MCP-Protocol-Version` may name, for the error's `data.supported`.
 fn supported_versions() -> impl Iterator<Item = &'static str> {
-    super::era::LEGACY_VERSIONS
+    SESSION_HEADER_VERSIONS
         .into_iter()
         .chain([super::wire::MODERN_VERSION])
 }
@@ -871,22 +866,16 @@ fn header_version(headers: &HeaderMap) -> Option<Option<&str>> {
         .map(|v| v.to_str().ok().map(str::trim))
 }
 
-/// HX-01, HX-02 in a 2025-11-25 session: `MCP-Protocol-Version`, when sent, names a version
-/// this server speaks and the one the session's `initialize` settled on; else the 400 to
-/// answer with.
-fn check_session_version(headers: &HeaderMap, session: &HttpSession) -> Option<Response> {
-    let settled = session.version.get().map(String::as_str);
+/// HX-01, HX-02 in a 2025-11-25 session: `MCP-Protocol-Version`, when sent, names a version of
+/// that era ([`SESSION_HEADER_VERSIONS`]); else the 400 to answer with.
+fn check_session_version(headers: &HeaderMap) -> Option<Response> {
     match header_version(headers) {
         None => None,
-        Some(Some(v)) if settled.is_none_or(|s| s == v) && supported_versions().any(|s| s == v) => {
-            None
-        }
-        Some(Some(v)) if supported_versions().any(|s| s == v) => Some(version_refusal(
+        Some(Some(v)) if SESSION_HEADER_VERSIONS.contains(&v) => None,
+        Some(Some(v)) if v == super::wire::MODERN_VERSION => Some(version_refusal(
             ErrorCode::InvalidRequest,
-            &format!(
-                "Bad Request: MCP-Protocol-Version {v} differs from this session's {}",
-                settled.unwrap_or_default()
-            ),
+            "Bad Request: MCP-Protocol-Version 2026-07-28 in a 2025-11-25 session (2026-07-28 \
+             has no sessions)",
             Some(v),
         )),
         Some(named) => Some(version_refusal(
