@@ -20,6 +20,27 @@
 //! Any write or flush failure is sticky (fail-stop): after an `fdatasync` error the state of the
 //! page cache is unknown, so every later submission fails with [`WalError::Failed`].
 //!
+//! Invariants (cited as W1..W6 by the `debug_assert!`s and the tests that check them):
+//! - **W1** `durable <= submitted`, always (both are read and moved under the queue's lock).
+//! - **W2** `submitted`, `durable` and a segment's synced mark never move back: each move sets
+//!   a value at least the old one.
+//! - **W3** `durable` moves to an LSN only after every byte of log below it was written to its
+//!   segment and, unless the mode is `none`, covered by an `fdatasync` of that segment that
+//!   succeeded (`Segment::synced` records how far one did). A write or sync that fails never
+//!   moves it.
+//! - **W4** One failure state ([`Wal`]'s `failed`): set by any failed write, `fdatasync` or
+//!   segment creation, never cleared; once set no submission succeeds, no flush is reported
+//!   durable and no mark moves.
+//! - **W5** At most one leader flushes at a time (`flushing`, under the queue's lock); it takes
+//!   the whole pending buffer, so the bytes written to the segment are always the submitted
+//!   ones in LSN order (`segment start + len` after a flush is the batch's end LSN).
+//! - **W6** A segment is succeeded by a new one only after a sync covered all of it (modes but
+//!   `none`), so only the last segment can hold a torn tail.
+//!
+//! Lock order: `segment` → `queue` → `SegmentFiles::map`. The queue's lock is never held while
+//! taking the segment's (a leader drops it first); the condition variables `flushed[0..2]`
+//! wait on the queue's lock only.
+//!
 //! Recovery ([`recover`]) replays the records from a checkpoint LSN on. A record that does not
 //! decode at the end of the last segment is a torn tail, cut off. Anything else that does not
 //! decode, or log missing between segments, is damage: recovery refuses it unless told to
@@ -30,7 +51,7 @@ use std::fs::{self, File};
 use std::io::{self, Write};
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, RwLock};
 
 use taskstream_core::record::{self, Record, RecordError};
@@ -115,7 +136,9 @@ struct Segment {
     path: PathBuf,
     start: u64,
     len: u64,
-    failed: bool,
+    /// The LSN through which an `fdatasync` of this segment succeeded (W3): `start` until one
+    /// does.
+    synced: u64,
 }
 
 /// The group-commit queue.
@@ -129,23 +152,50 @@ struct Queue {
     submitted: u64,
     /// The LSN up to which everything is written (and flushed, in `group` mode).
     durable: u64,
-    /// Whether a leader is writing a batch right now.
+    /// Whether a leader is writing a batch right now (W5).
     flushing: bool,
-    /// A write or flush failed.
-    failed: bool,
     /// The number of the batch `pending` accumulates; waiters of batch `n` sleep on
     /// `flushed[n % 2]`, so finishing a batch wakes only its own waiters (while batch `n`
     /// flushes, only batch `n + 1` can accumulate).
     batch: u64,
 }
 
+impl Queue {
+    /// Moves `submitted` on by `n` bytes (W1, W2).
+    fn advance_submitted(&mut self, n: u64) {
+        let next = self.submitted + n;
+        debug_assert!(next >= self.submitted, "W2: submitted never moves back");
+        self.submitted = next;
+        debug_assert!(self.durable <= self.submitted, "W1: durable <= submitted");
+    }
+
+    /// Moves `durable` to `to`, which a successful write (and, unless `written_only`, a sync
+    /// reaching `synced`) covered (W1, W2, W3).
+    fn advance_durable(&mut self, to: u64, synced: u64, written_only: bool) {
+        debug_assert!(to >= self.durable, "W2: durable never moves back");
+        debug_assert!(to <= self.submitted, "W1: durable <= submitted");
+        debug_assert!(
+            written_only || synced >= to,
+            "W3: durable moves only through a successful sync ({to} > {synced})"
+        );
+        self.durable = to;
+    }
+}
+
 /// The write-ahead log, shared by every appending thread.
 pub(crate) struct Wal {
     dir: PathBuf,
     mode: Durability,
+    /// Lock order: taken before `queue`, never while holding it.
     segment: Mutex<Segment>,
+    /// Lock order: after `segment`; held by no one who then takes `segment`.
     queue: Mutex<Queue>,
+    /// Waiters of batch `n` sleep on `flushed[n % 2]`, on the queue's lock.
     flushed: [Condvar; 2],
+    /// The log's one failure state (W4): set once, never cleared. Set while holding the
+    /// segment's lock (by a failed write, sync or rotation); a leader that set it takes the
+    /// queue's lock afterwards and wakes every waiter, who reads it under that lock.
+    failed: AtomicBool,
     /// The LSN after everything submitted (a copy of the queue's, readable without its lock).
     submitted: AtomicU64,
     counters: Counters,
@@ -296,6 +346,7 @@ impl Wal {
                 ..Queue::default()
             }),
             flushed: [Condvar::new(), Condvar::new()],
+            failed: AtomicBool::new(false),
             submitted: AtomicU64::new(lsn),
             counters,
         })
@@ -340,12 +391,10 @@ impl Wal {
     /// leads (or waits for) the write of everything pending, flushed in `group` mode.
     fn submit_queued(&self, bytes: &[u8], wait: bool) -> Result<u64, WalError> {
         let mut q = lock(&self.queue);
-        if q.failed {
-            return Err(WalError::Failed);
-        }
+        self.check()?;
         let at = q.submitted;
         q.pending.extend_from_slice(bytes);
-        q.submitted += bytes.len() as u64;
+        q.advance_submitted(bytes.len() as u64);
         self.submitted.store(q.submitted, Ordering::Relaxed);
         let mine = q.submitted;
         let my_batch = q.batch;
@@ -356,9 +405,7 @@ impl Wal {
             if q.durable >= mine {
                 return Ok(at);
             }
-            if q.failed {
-                return Err(WalError::Failed);
-            }
+            self.check()?;
             if q.flushing {
                 q = self.flushed[parity(my_batch)]
                     .wait(q)
@@ -403,9 +450,7 @@ impl Wal {
             if q.durable >= lsn {
                 return Ok(());
             }
-            if q.failed {
-                return Err(WalError::Failed);
-            }
+            self.check()?;
             if q.flushing {
                 // The batch in flight is `q.batch - 1`; its leader wakes its waiters when it
                 // ends, whether or not `lsn` was in it, and this thread then looks again.
@@ -442,37 +487,51 @@ impl Wal {
         let number = q.batch;
         q.batch += 1;
         drop(q);
-        let result = {
+        let (result, synced) = {
             let mut seg = lock(&self.segment);
-            self.write(&mut seg, &batch).and_then(|()| {
+            let result = self.write(&mut seg, &batch).and_then(|()| {
+                debug_assert_eq!(seg.start + seg.len, end, "W5: the log is written in order");
                 if self.mode == Durability::Group {
                     self.sync(&mut seg)
                 } else {
                     Ok(())
                 }
-            })
+            });
+            (result, seg.synced)
         };
         batch.clear();
         let mut q = lock(&self.queue);
         q.spare = batch;
-        match result {
-            Ok(()) => q.durable = end,
-            Err(_) => q.failed = true,
+        if result.is_ok() {
+            q.advance_durable(end, synced, self.mode == Durability::None);
         }
+        // A failure was recorded by `write` or `sync` (W4); the caller wakes every waiter.
         (q, number, result)
     }
 
-    fn write(&self, seg: &mut Segment, bytes: &[u8]) -> Result<(), WalError> {
-        if seg.failed {
-            return Err(WalError::Failed);
+    /// `Err(Failed)` once the log has failed (W4).
+    fn check(&self) -> Result<(), WalError> {
+        if self.failed.load(Ordering::Acquire) {
+            Err(WalError::Failed)
+        } else {
+            Ok(())
         }
+    }
+
+    /// Records a failure (W4): every later submission, flush and rotation fails.
+    fn fail(&self) {
+        self.failed.store(true, Ordering::Release);
+    }
+
+    fn write(&self, seg: &mut Segment, bytes: &[u8]) -> Result<(), WalError> {
+        self.check()?;
         if bytes.is_empty() {
             return Ok(());
         }
         let result = (&*seg.file).write_all(bytes);
         self.counters.writes.fetch_add(1, Ordering::Relaxed);
         if let Err(source) = result {
-            seg.failed = true;
+            self.fail();
             return Err(WalError::Io {
                 context: "writing",
                 path: seg.path.clone(),
@@ -486,19 +545,22 @@ impl Wal {
         Ok(())
     }
 
+    /// `fdatasync` of the active segment; on success `seg.synced` moves to its end (W3), on
+    /// failure the log fails (W4).
     fn sync(&self, seg: &mut Segment) -> Result<(), WalError> {
-        if seg.failed {
-            return Err(WalError::Failed);
-        }
+        self.check()?;
         self.counters.syncs.fetch_add(1, Ordering::Relaxed);
         if let Err(source) = seg.file.sync_data() {
-            seg.failed = true;
+            self.fail();
             return Err(WalError::Io {
                 context: "fdatasync of",
                 path: seg.path.clone(),
                 source,
             });
         }
+        let end = seg.start + seg.len;
+        debug_assert!(end >= seg.synced, "W2: the synced mark never moves back");
+        seg.synced = end;
         Ok(())
     }
 
@@ -518,32 +580,41 @@ impl Wal {
     ///
     /// The caller guarantees quiescence: no submission runs concurrently (the store holds its
     /// checkpoint gate exclusively).
+    ///
+    /// `durable` moves to the end of the log only once the write and (unless the mode is
+    /// `none`) the `fdatasync` covering it succeeded (W3); a failure of either fails the log
+    /// (W4), so no later `flush_through` reports those bytes durable. The new segment is
+    /// created only after that sync (W6).
     pub(crate) fn rotate(&self) -> Result<u64, WalError> {
+        // Lock order: segment, then queue (held across the write and sync: the log is
+        // quiescent, and no leader holds the queue's lock while it waits for the segment's).
         let mut seg = lock(&self.segment);
-        if self.mode != Durability::Event {
-            let mut q = lock(&self.queue);
-            if q.failed {
-                return Err(WalError::Failed);
-            }
+        let mut queue = (self.mode != Durability::Event).then(|| lock(&self.queue));
+        self.check()?;
+        if let Some(q) = queue.as_deref_mut() {
+            debug_assert!(!q.flushing, "rotate runs only when the log is quiescent");
             let batch = std::mem::take(&mut q.pending);
-            let result = self.write(&mut seg, &batch);
-            if result.is_err() {
-                q.failed = true;
-            } else {
-                q.durable = q.submitted;
-            }
-            result?;
+            self.write(&mut seg, &batch)?;
+            debug_assert_eq!(
+                seg.start + seg.len,
+                q.submitted,
+                "W5: the log is written in order"
+            );
         }
-        if seg.len == 0 {
-            return Ok(seg.start);
-        }
-        if self.mode != Durability::None {
+        if seg.len > 0 && self.mode != Durability::None {
             self.sync(&mut seg)?;
         }
         let end = seg.start + seg.len;
+        if let Some(q) = queue.as_deref_mut() {
+            q.advance_durable(end, seg.synced, self.mode == Durability::None);
+        }
+        drop(queue);
+        if seg.len == 0 {
+            return Ok(seg.start);
+        }
         let sync = self.mode != Durability::None;
         let next = create_segment(&self.dir, end, sync, &self.counters).inspect_err(|_| {
-            seg.failed = true;
+            self.fail();
         })?;
         self.files.insert(end, Arc::clone(&next.file));
         *seg = next;
@@ -632,7 +703,7 @@ fn create_segment(
         path,
         start,
         len: 0,
-        failed: false,
+        synced: start,
     })
 }
 
