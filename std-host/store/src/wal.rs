@@ -196,6 +196,10 @@ pub(crate) struct Wal {
     /// segment's lock (by a failed write, sync or rotation); a leader that set it takes the
     /// queue's lock afterwards and wakes every waiter, who reads it under that lock.
     failed: AtomicBool,
+    /// Test-only fault injection: the number (from 1, counted like [`WalStats::syncs`]) of
+    /// the `fdatasync` to fail with `EIO`; 0 for none.
+    #[cfg(test)]
+    fail_sync: AtomicU64,
     /// The LSN after everything submitted (a copy of the queue's, readable without its lock).
     submitted: AtomicU64,
     counters: Counters,
@@ -347,6 +351,8 @@ impl Wal {
             }),
             flushed: [Condvar::new(), Condvar::new()],
             failed: AtomicBool::new(false),
+            #[cfg(test)]
+            fail_sync: AtomicU64::new(0),
             submitted: AtomicU64::new(lsn),
             counters,
         })
@@ -549,8 +555,8 @@ impl Wal {
     /// failure the log fails (W4).
     fn sync(&self, seg: &mut Segment) -> Result<(), WalError> {
         self.check()?;
-        self.counters.syncs.fetch_add(1, Ordering::Relaxed);
-        if let Err(source) = seg.file.sync_data() {
+        let number = self.counters.syncs.fetch_add(1, Ordering::Relaxed) + 1;
+        if let Err(source) = self.sync_data(&seg.file, number) {
             self.fail();
             return Err(WalError::Io {
                 context: "fdatasync of",
@@ -562,6 +568,18 @@ impl Wal {
         debug_assert!(end >= seg.synced, "W2: the synced mark never moves back");
         seg.synced = end;
         Ok(())
+    }
+
+    /// `fdatasync` of `file`, the log's `number`th; in tests, failed with `EIO` when it is
+    /// the one `fail_sync` names.
+    #[cfg_attr(not(test), allow(clippy::unused_self))]
+    fn sync_data(&self, file: &File, number: u64) -> io::Result<()> {
+        #[cfg(test)]
+        if self.fail_sync.load(Ordering::Relaxed) == number {
+            return Err(io::Error::from(rustix::io::Errno::IO));
+        }
+        let _ = number;
+        file.sync_data()
     }
 
     /// The LSN after everything submitted so far.

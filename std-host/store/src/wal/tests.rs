@@ -467,3 +467,76 @@ fn in_none_mode_deferred_submissions_are_written_once_per_flush_and_never_synced
     drop(wal);
     assert_eq!(replay(dir.path(), 0).0, expected("a", 4));
 }
+
+/// Fails the log's next `fdatasync` with `EIO`.
+fn fail_next_sync(wal: &Wal) {
+    wal.fail_sync
+        .store(wal.stats().syncs + 1, std::sync::atomic::Ordering::Relaxed);
+}
+
+#[test]
+fn a_failed_sync_in_a_rotation_never_reports_the_rotated_bytes_durable() {
+    // W3, W4, W6: a rotation writes what was deferred, syncs it, and only then moves `durable`;
+    // a sync that fails leaves `durable` where it was and fails the log, so `flush_through`
+    // of those bytes is an error, never a success.
+    for mode in [Durability::Group, Durability::Event] {
+        let dir = tempfile::tempdir().unwrap();
+        let wal = Wal::open(dir.path(), mode, 0, SegmentFiles::new()).unwrap();
+        wal.submit(&event_bytes("a", 0), true).unwrap();
+        let durable_before = lock(&wal.queue).durable;
+        wal.submit_deferred(&event_bytes("a", 1)).unwrap();
+        let end = wal.submitted();
+        fail_next_sync(&wal);
+        match wal.rotate() {
+            Err(WalError::Io { context, .. }) => assert_eq!(context, "fdatasync of", "{mode:?}"),
+            other => panic!("{mode:?}: {other:?}"),
+        }
+        assert_eq!(
+            lock(&wal.queue).durable,
+            durable_before,
+            "{mode:?}: W3: durable moved past bytes no sync covered"
+        );
+        assert!(
+            matches!(wal.flush_through(end), Err(WalError::Failed)),
+            "{mode:?}: W3, W4: unsynced bytes reported durable"
+        );
+        assert!(matches!(
+            wal.submit(&event_bytes("a", 2), true),
+            Err(WalError::Failed)
+        ));
+        assert!(matches!(
+            wal.submit_deferred(&event_bytes("a", 2)),
+            Err(WalError::Failed)
+        ));
+        assert!(matches!(wal.rotate(), Err(WalError::Failed)), "W4: sticky");
+        assert_eq!(
+            list_segments(dir.path()).unwrap().len(),
+            1,
+            "{mode:?}: W6: no new segment after a failed sync"
+        );
+    }
+}
+
+#[test]
+fn a_failed_group_commit_sync_fails_its_waiter_and_every_later_submission() {
+    // W3, W4 for the leader's flush.
+    let dir = tempfile::tempdir().unwrap();
+    let wal = Wal::open(dir.path(), Durability::Group, 0, SegmentFiles::new()).unwrap();
+    wal.submit(&event_bytes("a", 0), true).unwrap();
+    let durable_before = lock(&wal.queue).durable;
+    wal.submit_deferred(&event_bytes("a", 1)).unwrap();
+    fail_next_sync(&wal);
+    assert!(matches!(
+        wal.submit(&event_bytes("a", 2), true),
+        Err(WalError::Io { .. })
+    ));
+    assert_eq!(lock(&wal.queue).durable, durable_before, "W3");
+    assert!(matches!(
+        wal.flush_through(wal.submitted()),
+        Err(WalError::Failed)
+    ));
+    assert!(matches!(
+        wal.submit(&event_bytes("a", 3), true),
+        Err(WalError::Failed)
+    ));
+}
