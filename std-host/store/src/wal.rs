@@ -212,7 +212,25 @@ pub(crate) struct Wal {
 /// `Arc<File>` it took, so a segment deleted meanwhile stays readable for it.
 #[derive(Default)]
 pub(crate) struct SegmentFiles {
-    map: RwLock<BTreeMap<u64, Arc<File>>>,
+    map: RwLock<BTreeMap<u64, OpenSegment>>,
+}
+
+/// A segment open for reading, with its path for the errors that name it.
+#[derive(Clone)]
+struct OpenSegment {
+    file: Arc<File>,
+    path: Arc<Path>,
+}
+
+impl OpenSegment {
+    /// The error of a failed read of this segment.
+    fn read_error(&self, source: io::Error) -> WalError {
+        WalError::Io {
+            context: "reading",
+            path: self.path.to_path_buf(),
+            source,
+        }
+    }
 }
 
 impl SegmentFiles {
@@ -225,13 +243,14 @@ impl SegmentFiles {
     pub(crate) fn load(&self, dir: &Path) -> Result<(), WalError> {
         for (start, path) in list_segments(dir)? {
             let file = File::open(&path).map_err(io_err("opening", &path))?;
-            lock_write(&self.map).insert(start, Arc::new(file));
+            self.insert(start, Arc::new(file), &path);
         }
         Ok(())
     }
 
-    fn insert(&self, start: u64, file: Arc<File>) {
-        lock_write(&self.map).insert(start, file);
+    fn insert(&self, start: u64, file: Arc<File>, path: &Path) {
+        let path = Arc::from(path);
+        lock_write(&self.map).insert(start, OpenSegment { file, path });
     }
 
     fn remove(&self, start: u64) {
@@ -243,27 +262,27 @@ impl SegmentFiles {
         lock_read(&self.map).keys().copied().collect()
     }
 
-    /// The segment holding `lsn`: its start and file.
-    fn holding(&self, lsn: u64) -> Option<(u64, Arc<File>)> {
+    /// The segment holding `lsn`: its start, file and path.
+    fn holding(&self, lsn: u64) -> Option<(u64, OpenSegment)> {
         lock_read(&self.map)
             .range(..=lsn)
             .next_back()
-            .map(|(start, file)| (*start, Arc::clone(file)))
+            .map(|(start, open)| (*start, open.clone()))
     }
 
     /// The `len` bytes of log at `lsn`, or `None` if no segment holds them (deleted, or cut).
     ///
     /// # Errors
-    /// The operating system's error, if the segment cannot be read.
-    pub(crate) fn read(&self, lsn: u64, len: usize) -> io::Result<Option<Vec<u8>>> {
-        let Some((start, file)) = self.holding(lsn) else {
+    /// [`WalError::Io`] naming the segment file, if it cannot be read.
+    pub(crate) fn read(&self, lsn: u64, len: usize) -> Result<Option<Vec<u8>>, WalError> {
+        let Some((start, open)) = self.holding(lsn) else {
             return Ok(None);
         };
         let mut buf = vec![0; len];
-        match file.read_exact_at(&mut buf, lsn - start) {
+        match open.file.read_exact_at(&mut buf, lsn - start) {
             Ok(()) => Ok(Some(buf)),
             Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => Ok(None),
-            Err(e) => Err(e),
+            Err(e) => Err(open.read_error(e)),
         }
     }
 
@@ -271,15 +290,15 @@ impl SegmentFiles {
     /// the same segment no more than `GAP` bytes apart; `None` for one no segment holds.
     ///
     /// # Errors
-    /// The operating system's error, if a segment cannot be read.
-    pub(crate) fn read_many(&self, runs: &[(u64, u32)]) -> io::Result<Vec<Option<Vec<u8>>>> {
+    /// [`WalError::Io`] naming the segment file, if one cannot be read.
+    pub(crate) fn read_many(&self, runs: &[(u64, u32)]) -> Result<Vec<Option<Vec<u8>>>, WalError> {
         const GAP: u64 = 16 << 10;
         const MAX_SPAN: u64 = 1 << 20;
         let mut out = Vec::with_capacity(runs.len());
         let mut i = 0;
         while i < runs.len() {
             let (lsn, len) = runs[i];
-            let Some((start, file)) = self.holding(lsn) else {
+            let Some((start, open)) = self.holding(lsn) else {
                 out.push(None);
                 i += 1;
                 continue;
@@ -301,7 +320,8 @@ impl SegmentFiles {
                 j += 1;
             }
             let mut buf = vec![0; usize::try_from(end - lsn).unwrap_or(0)];
-            let got = read_at_most(&file, &mut buf, lsn - start)?;
+            let got =
+                read_at_most(&open.file, &mut buf, lsn - start).map_err(|e| open.read_error(e))?;
             for &(l, n) in &runs[i..j] {
                 let from = usize::try_from(l - lsn).unwrap_or(usize::MAX);
                 let to = from.saturating_add(n as usize);
@@ -338,7 +358,7 @@ impl Wal {
     ) -> Result<Wal, WalError> {
         let counters = Counters::default();
         let segment = create_segment(dir, lsn, mode != Durability::None, &counters)?;
-        files.insert(lsn, Arc::clone(&segment.file));
+        files.insert(lsn, Arc::clone(&segment.file), &segment.path);
         Ok(Wal {
             files,
             dir: dir.to_owned(),
@@ -634,7 +654,7 @@ impl Wal {
         let next = create_segment(&self.dir, end, sync, &self.counters).inspect_err(|_| {
             self.fail();
         })?;
-        self.files.insert(end, Arc::clone(&next.file));
+        self.files.insert(end, Arc::clone(&next.file), &next.path);
         *seg = next;
         Ok(end)
     }

@@ -606,3 +606,33 @@ fn submissions_made_while_a_flush_runs_are_all_covered_by_the_next_one() {
     drop(wal);
     assert_eq!(replay(dir.path(), 0).0.len() as u64, followers + 1);
 }
+
+#[test]
+fn a_failed_read_of_a_segment_is_a_log_error_naming_the_segment_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = segment_path(dir.path(), 0);
+    fs::write(&path, event_bytes("a", 0)).unwrap();
+    // Opened for writing only, so every read of it fails (EBADF).
+    let unreadable = fs::OpenOptions::new().write(true).open(&path).unwrap();
+    let files = SegmentFiles::new();
+    files.insert(0, Arc::new(unreadable), &path);
+    let one = files.read(0, 4).unwrap_err();
+    let many = files.read_many(&[(0, 4), (8, 4)]).unwrap_err();
+    for e in [one, many] {
+        match &e {
+            WalError::Io {
+                context,
+                path: named,
+                ..
+            } => {
+                assert_eq!(*context, "reading");
+                assert_eq!(named, &path);
+            }
+            other => panic!("{other:?}"),
+        }
+        let shown = crate::StoreError::from(e).to_string();
+        assert!(shown.contains(&path.display().to_string()), "{shown}");
+        assert!(shown.contains("write-ahead log"), "{shown}");
+        assert!(!shown.contains("sled"), "{shown}");
+    }
+}
