@@ -44,7 +44,8 @@
 //! Recovery ([`recover`]) replays the records from a checkpoint LSN on. A record that does not
 //! decode at the end of the last segment is a torn tail, cut off. Anything else that does not
 //! decode, or log missing between segments, is damage: recovery refuses it unless told to
-//! repair (skip it, keep every valid record after it).
+//! repair (skip it, keep every valid record after it). For a record that does not decode the
+//! rule is one table, [`decide`], from the facts about it ([`Facts`]).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs::{self, File};
@@ -856,26 +857,138 @@ fn runs_to_end(bytes: &[u8], mut from: usize) -> bool {
     true
 }
 
-/// Where to look for the next record after a bad one at the start of `bytes`, and whether
-/// only a record that begins a run to the end counts there. Past the whole record when its
-/// header is intact and its length fits (its body may be a payload holding anything); when the
-/// length runs past the end, from the next byte but only for a run to the end (a torn record's
-/// payload may hold a record, which its cut never leaves at the very end but by chance, while
-/// a record after a damaged length field is followed by the rest of the log); else the next
-/// byte.
-fn skip_bad(bytes: &[u8]) -> (usize, bool) {
-    if bytes.len() >= record::HEADER_BYTES
-        && bytes[..2] == record::MAGIC
-        && bytes[2] == record::VERSION
-    {
-        let len = u32::from_le_bytes([bytes[3], bytes[4], bytes[5], bytes[6]]) as usize;
-        let total = len.saturating_add(record::OVERHEAD_BYTES);
-        if len <= record::MAX_BODY_BYTES && total <= bytes.len() {
-            return (total, false);
+/// What the frame header of a record that did not decode says ([`record::peek_frame_len`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Header {
+    /// Magic, version or the header itself is missing or wrong.
+    Unreadable,
+    /// Readable, but the length it claims runs past the end of the segment (or beyond
+    /// [`record::MAX_BODY_BYTES`]).
+    RunsPast,
+    /// Readable, and the whole frame it claims is in the segment: what is bad is its checksum
+    /// or its body. The frame's total length.
+    Whole(usize),
+}
+
+impl Header {
+    /// The header of the bad record at the start of `bytes`.
+    fn of(bytes: &[u8]) -> Header {
+        match record::peek_frame_len(bytes) {
+            None => Header::Unreadable,
+            Some(total)
+                if total - record::OVERHEAD_BYTES <= record::MAX_BODY_BYTES
+                    && total <= bytes.len() =>
+            {
+                Header::Whole(total)
+            }
+            Some(_) => Header::RunsPast,
         }
-        return (1, true);
     }
-    (1, false)
+
+    /// How far past the bad record's start the search for the next record begins: past the
+    /// whole frame when it is whole (its body may be a payload holding anything, records
+    /// included), else at the next byte.
+    fn skip(self) -> usize {
+        match self {
+            Header::Whole(total) => total,
+            Header::Unreadable | Header::RunsPast => 1,
+        }
+    }
+}
+
+/// The facts about a record that did not decode, from which [`decide`] rules. Every
+/// position is an offset in the segment.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Facts {
+    /// What its header says.
+    header: Header,
+    /// The first valid record after it (searched from [`Header::skip`] on), if any.
+    valid_after: Option<usize>,
+    /// The first record after it that begins a run of valid records reaching the end of the
+    /// segment, if any.
+    run_to_end_after: Option<usize>,
+    /// Whether this is the log's last segment.
+    last_segment: bool,
+    /// Whether recovery was told to repair.
+    repair: bool,
+}
+
+/// What recovery does about a record that did not decode.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Decision {
+    /// A torn tail: cut the segment at the bad record and go on writing there.
+    CutTail,
+    /// Damage, refused (no repair): recovery stops, changing nothing. The damaged stretch ends
+    /// at `to`; `valid_follow` says whether valid records follow in the segment (else later
+    /// segments do).
+    Refuse {
+        /// Where the damaged stretch ends.
+        to: usize,
+        /// Whether valid records follow it in the segment.
+        valid_follow: bool,
+    },
+    /// Damage, repaired: reported, and replay goes on at `to`.
+    Skip {
+        /// Where the damaged stretch ends and replay goes on.
+        to: usize,
+        /// Whether valid records follow it in the segment.
+        valid_follow: bool,
+    },
+}
+
+/// The rule "torn tail or damage", in one place. A torn write can leave a bad record only at
+/// the end of the last segment (W6: every earlier segment was synced whole before the next one
+/// was created), so:
+///
+/// 1. What counts as a valid record following: one beginning a run of valid records to the
+///    end of the segment when the bad record's length runs past the end (a torn record's
+///    payload may hold a record, which the cut leaves at the very end only by chance, while a
+///    record after a damaged length field is followed by the rest of the log) or when
+///    repairing (a repair must not take a record inside a payload for a real one); otherwise
+///    any valid record.
+/// 2. Nothing valid follows in the last segment: a torn tail, cut off (in repair mode too).
+///    Valid records follow, or later segments do: damage, refused without `repair`, skipped
+///    (up to the next valid record, or the segment's end) with it.
+///
+/// The decode error itself (checksum, truncation, body) does not enter the decision: a bad
+/// record is judged by where it is and what follows it. `end` is the segment's length.
+fn decide(f: &Facts, end: usize) -> Decision {
+    let follows = match (f.header, f.repair) {
+        (Header::RunsPast, _) | (_, true) => f.run_to_end_after,
+        (Header::Unreadable | Header::Whole(_), false) => f.valid_after,
+    };
+    match (follows, f.last_segment, f.repair) {
+        (None, true, _) => Decision::CutTail,
+        (Some(to), _, false) => Decision::Refuse {
+            to,
+            valid_follow: true,
+        },
+        (None, false, false) => Decision::Refuse {
+            to: end,
+            valid_follow: false,
+        },
+        (Some(to), _, true) => Decision::Skip {
+            to,
+            valid_follow: true,
+        },
+        (None, false, true) => Decision::Skip {
+            to: end,
+            valid_follow: false,
+        },
+    }
+}
+
+/// The facts about the bad record at `offset` in `bytes` (a whole segment).
+fn facts(bytes: &[u8], offset: usize, last_segment: bool, repair: bool) -> Facts {
+    let header = Header::of(&bytes[offset..]);
+    let from = offset + header.skip();
+    Facts {
+        header,
+        valid_after: next_valid(bytes, from, false),
+        run_to_end_after: next_valid(bytes, from, true),
+        last_segment,
+        repair,
+    }
 }
 
 /// Replays the log of `dir`, calling `apply` for every valid record (with its encoded bytes,
@@ -1001,42 +1114,45 @@ pub(crate) fn recover<E: From<WalError>>(
                 }
                 Err(error) => error,
             };
-            let (skip, to_end) = skip_bad(&bytes[offset..]);
-            let resume = next_valid(&bytes, offset + skip, repair || to_end);
-            if resume.is_none() && last {
-                // A torn tail: cut it off.
-                let file = fs::OpenOptions::new()
-                    .write(true)
-                    .open(path)
-                    .map_err(io_err("opening", path))?;
-                file.set_len(offset as u64)
-                    .map_err(io_err("truncating", path))?;
-                if sync {
-                    file.sync_all().map_err(io_err("fsync of", path))?;
+            let decision = decide(&facts(&bytes, offset, last, repair), bytes.len());
+            let (to, valid_follow) = match decision {
+                Decision::CutTail => {
+                    let file = fs::OpenOptions::new()
+                        .write(true)
+                        .open(path)
+                        .map_err(io_err("opening", path))?;
+                    file.set_len(offset as u64)
+                        .map_err(io_err("truncating", path))?;
+                    if sync {
+                        file.sync_all().map_err(io_err("fsync of", path))?;
+                    }
+                    out.torn = Some(TornTail {
+                        segment: path.clone(),
+                        offset: offset as u64,
+                        error,
+                    });
+                    out.discarded_bytes += (bytes.len() - offset) as u64;
+                    changed = true;
+                    break;
                 }
-                out.torn = Some(TornTail {
-                    segment: path.clone(),
-                    offset: offset as u64,
-                    error,
-                });
-                out.discarded_bytes += (bytes.len() - offset) as u64;
-                changed = true;
-                break;
-            }
-            let to = resume.unwrap_or(bytes.len());
-            let what = match resume {
-                Some(_) => format!("{error}, and valid records follow"),
-                None => format!("{error}, and later log segments follow"),
+                Decision::Refuse { to, valid_follow } | Decision::Skip { to, valid_follow } => {
+                    (to, valid_follow)
+                }
             };
-            hole(
-                &mut out,
-                Damage {
-                    segment: path.clone(),
-                    offset: offset as u64,
-                    bytes: Some((to - offset) as u64),
-                    what,
+            let damage = Damage {
+                segment: path.clone(),
+                offset: offset as u64,
+                bytes: Some((to - offset) as u64),
+                what: if valid_follow {
+                    format!("{error}, and valid records follow")
+                } else {
+                    format!("{error}, and later log segments follow")
                 },
-            )?;
+            };
+            if let Decision::Refuse { .. } = decision {
+                return Err(WalError::Damaged(damage).into());
+            }
+            out.damage.push(damage);
             out.discarded_bytes += (to - offset) as u64;
             offset = to;
         }

@@ -636,3 +636,98 @@ fn a_failed_read_of_a_segment_is_a_log_error_naming_the_segment_file() {
         assert!(!shown.contains("sled"), "{shown}");
     }
 }
+
+#[test]
+fn the_torn_tail_or_damage_table_over_every_combination_of_facts() {
+    // `decide`, row by row. Columns: the facts about what follows the bad record (valid_after,
+    // run_to_end_after; a run to the end starts with a valid record, so (None, Some) cannot
+    // be), then the decision for (last segment, repair) = (no, no), (no, yes), (yes, no),
+    // (yes, yes). C: cut the tail; R n / S n: refuse / skip with damage up to n (`-`: the
+    // segment's end, 100).
+    const END: usize = 100;
+    let follows = [
+        ("A", None, None),
+        ("B", Some(20), None),
+        ("C", Some(20), Some(20)),
+        ("D", Some(20), Some(30)),
+    ];
+    let table: [(Header, [&str; 4]); 12] = [
+        (Header::Unreadable, ["R-", "S-", "C", "C"]),
+        (Header::Unreadable, ["R20", "S-", "R20", "C"]),
+        (Header::Unreadable, ["R20", "S20", "R20", "S20"]),
+        (Header::Unreadable, ["R20", "S30", "R20", "S30"]),
+        (Header::Whole(10), ["R-", "S-", "C", "C"]),
+        (Header::Whole(10), ["R20", "S-", "R20", "C"]),
+        (Header::Whole(10), ["R20", "S20", "R20", "S20"]),
+        (Header::Whole(10), ["R20", "S30", "R20", "S30"]),
+        (Header::RunsPast, ["R-", "S-", "C", "C"]),
+        (Header::RunsPast, ["R-", "S-", "C", "C"]),
+        (Header::RunsPast, ["R20", "S20", "R20", "S20"]),
+        (Header::RunsPast, ["R30", "S30", "R30", "S30"]),
+    ];
+    let show = |d: Decision| match d {
+        Decision::CutTail => "C".to_owned(),
+        Decision::Refuse { to, valid_follow } | Decision::Skip { to, valid_follow } => {
+            let kind = if matches!(d, Decision::Refuse { .. }) {
+                "R"
+            } else {
+                "S"
+            };
+            assert_eq!(valid_follow, to != END, "{d:?}");
+            if to == END {
+                format!("{kind}-")
+            } else {
+                format!("{kind}{to}")
+            }
+        }
+    };
+    let mut rows = 0;
+    for (i, (header, expected)) in table.iter().enumerate() {
+        let (name, valid_after, run_to_end_after) = follows[i % 4];
+        let cells = [(false, false), (false, true), (true, false), (true, true)];
+        for ((last_segment, repair), want) in cells.into_iter().zip(expected) {
+            let facts = Facts {
+                header: *header,
+                valid_after,
+                run_to_end_after,
+                last_segment,
+                repair,
+            };
+            let got = show(decide(&facts, END));
+            assert_eq!(
+                &got, want,
+                "{header:?} {name} last={last_segment} repair={repair}"
+            );
+            // The promises the table keeps, stated apart from it: only the last segment's tail
+            // is ever cut; a run of valid records to the end is never cut; a repair never
+            // refuses and a refusal never skips.
+            if got == "C" {
+                assert!(last_segment && run_to_end_after.is_none());
+            }
+            assert_eq!(got.starts_with('R'), !repair && got != "C");
+            rows += 1;
+        }
+    }
+    assert_eq!(rows, 3 * 4 * 4, "every combination");
+    // Where the search for what follows starts.
+    assert_eq!(Header::Whole(10).skip(), 10);
+    assert_eq!(Header::RunsPast.skip(), 1);
+    assert_eq!(Header::Unreadable.skip(), 1);
+}
+
+#[test]
+fn a_bad_records_header_is_read_with_the_cores_peek() {
+    let whole = event_bytes("a", 0);
+    let n = whole.len();
+    let mut bad_crc = whole.clone();
+    bad_crc[n - 1] ^= 1;
+    assert_eq!(Header::of(&bad_crc), Header::Whole(n));
+    assert_eq!(Header::of(&whole[..n - 1]), Header::RunsPast);
+    let mut bad_magic = whole.clone();
+    bad_magic[0] ^= 1;
+    assert_eq!(Header::of(&bad_magic), Header::Unreadable);
+    assert_eq!(Header::of(&whole[..3]), Header::Unreadable);
+    let mut huge = whole;
+    huge[3..7].copy_from_slice(&u32::MAX.to_le_bytes());
+    assert_eq!(Header::of(&huge), Header::RunsPast, "beyond the bound");
+}
