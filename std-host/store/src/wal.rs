@@ -14,7 +14,9 @@
 //!   pending buffer; whichever waiter finds no flush running becomes the leader, takes the whole
 //!   buffer, writes it with one `write` and one `fdatasync`, and wakes every waiter it covered;
 //!   if records arrived meanwhile it flushes them next, at once. Records submitted while a
-//!   flush runs are therefore all covered by the next one.
+//!   flush runs are therefore all covered by the next one. Waiting submissions and
+//!   `flush_through` share that code (`Wal::commit`); they differ only in which batch a
+//!   waiter sleeps on and how many batches a leader flushes in a row.
 //! - `none`: records are written (they survive a process crash) but never flushed.
 //!
 //! Any write or flush failure is sticky (fail-stop): after an `fdatasync` error the state of the
@@ -428,20 +430,38 @@ impl Wal {
         if !wait {
             return Ok(at);
         }
+        self.commit(q, mine, Some(my_batch), MAX_LEAD_ROUNDS)?;
+        Ok(at)
+    }
+
+    /// The group commit, written once: returns once `durable` reaches `target` (W3), leading
+    /// flushes whenever none runs, or with the log's failure (W4). While a leader flushes, the
+    /// caller sleeps on its own batch's condition variable when it has one (`batch`: a
+    /// submitter, whose bytes are in that batch; woken when it is flushed), else on the
+    /// batch in flight (`flush_through`: woken when that one ends, whether or not `target` was
+    /// in it; it then looks again). A leader goes on with the next batch while one is waiting,
+    /// up to `max_rounds` batches, so the next flush starts as soon as the previous one ends
+    /// instead of after a wake-up.
+    fn commit<'a>(
+        &'a self,
+        mut q: MutexGuard<'a, Queue>,
+        target: u64,
+        batch: Option<u64>,
+        max_rounds: u32,
+    ) -> Result<(), WalError> {
         loop {
-            if q.durable >= mine {
-                return Ok(at);
+            if q.durable >= target {
+                return Ok(());
             }
             self.check()?;
             if q.flushing {
-                q = self.flushed[parity(my_batch)]
+                let on = batch.unwrap_or_else(|| q.batch.wrapping_sub(1));
+                q = self.flushed[parity(on)]
                     .wait(q)
                     .unwrap_or_else(std::sync::PoisonError::into_inner);
                 continue;
             }
-            // Lead: take every pending byte, including other threads' records, and go on with
-            // the next batch while one is waiting (up to `MAX_LEAD_ROUNDS`), so the next flush
-            // starts as soon as the previous one ends instead of after a wake-up.
+            // Lead (W5): take every pending byte, including other threads' records.
             q.flushing = true;
             let mut rounds = 0;
             let outcome = loop {
@@ -449,13 +469,14 @@ impl Wal {
                 q = relocked;
                 self.flushed[parity(number)].notify_all();
                 rounds += 1;
-                if result.is_err() || q.pending.is_empty() || rounds >= MAX_LEAD_ROUNDS {
+                if result.is_err() || q.pending.is_empty() || rounds >= max_rounds {
                     break result;
                 }
             };
             q.flushing = false;
             if outcome.is_err() || !q.pending.is_empty() {
-                // The next batch's waiters (or, after a failure, everyone) must look again.
+                // The next batch's waiters (one of them leads it) or, after a failure,
+                // everyone must look again.
                 self.flushed[parity(q.batch)].notify_all();
                 self.flushed[parity(q.batch + 1)].notify_all();
             }
@@ -472,31 +493,8 @@ impl Wal {
             let mut seg = lock(&self.segment);
             return self.sync(&mut seg);
         }
-        let mut q = lock(&self.queue);
-        loop {
-            if q.durable >= lsn {
-                return Ok(());
-            }
-            self.check()?;
-            if q.flushing {
-                // The batch in flight is `q.batch - 1`; its leader wakes its waiters when it
-                // ends, whether or not `lsn` was in it, and this thread then looks again.
-                let in_flight = q.batch.wrapping_sub(1);
-                q = self.flushed[parity(in_flight)]
-                    .wait(q)
-                    .unwrap_or_else(std::sync::PoisonError::into_inner);
-                continue;
-            }
-            q.flushing = true;
-            let (relocked, number, result) = self.flush_pending(q);
-            q = relocked;
-            q.flushing = false;
-            self.flushed[parity(number)].notify_all();
-            // Waiters of the batch that accumulated meanwhile must look again (one of them
-            // leads it).
-            self.flushed[parity(q.batch)].notify_all();
-            result?;
-        }
+        // One batch a lead: the engine's drain publishes as soon as its own batch is durable.
+        self.commit(lock(&self.queue), lsn, None, 1)
     }
 
     /// One group-commit flush, led by the caller (who set `flushing`): takes every pending
