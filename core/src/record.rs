@@ -319,6 +319,24 @@ pub fn decode(bytes: &[u8]) -> Result<(Record<'_>, usize), RecordError> {
     Ok((decode_body(body)?, total))
 }
 
+/// The total length (header, body and trailer) the frame header at the start of `bytes`
+/// claims, when its magic and version are right and the header is whole; `None` otherwise.
+/// Neither the length's bound ([`MAX_BODY_BYTES`]) nor whether `bytes` holds the whole frame
+/// is checked: a log's recovery uses this to judge a record that did not [`decode`].
+#[must_use]
+pub fn peek_frame_len(bytes: &[u8]) -> Option<usize> {
+    let header = bytes.get(..HEADER_BYTES)?;
+    if header[..2] != MAGIC || header[2] != VERSION {
+        return None;
+    }
+    let len = u32::from_le_bytes([header[3], header[4], header[5], header[6]]);
+    Some(
+        usize::try_from(len)
+            .unwrap_or(usize::MAX)
+            .saturating_add(OVERHEAD_BYTES),
+    )
+}
+
 /// Checks the frame at the start of `bytes` (magic, version, length, checksum) and returns the
 /// body and the frame's total length.
 fn checked_body(

@@ -390,3 +390,29 @@ fn encode_checked_writes_what_encode_writes_and_trusts_only_a_proof_over_the_sam
         Err(RecordError::InvalidTaskId)
     );
 }
+
+#[test]
+fn peek_frame_len_reads_the_claimed_length_of_a_readable_header_only() {
+    let bytes = to_vec(&event(3));
+    assert_eq!(peek_frame_len(&bytes), Some(bytes.len()));
+    // Cut after the header: the claim is still read (the caller checks it fits).
+    assert_eq!(peek_frame_len(&bytes[..HEADER_BYTES]), Some(bytes.len()));
+    // A damaged checksum does not change the claim.
+    let mut bad = bytes.clone();
+    *bad.last_mut().unwrap() ^= 1;
+    assert_eq!(peek_frame_len(&bad), Some(bytes.len()));
+    // A header cut short, or with a wrong magic or version, claims nothing.
+    assert_eq!(peek_frame_len(&bytes[..HEADER_BYTES - 1]), None);
+    for at in 0..3 {
+        let mut wrong = bytes.clone();
+        wrong[at] ^= 0x40;
+        assert_eq!(peek_frame_len(&wrong), None, "byte {at}");
+    }
+    // A length beyond the bound is reported as claimed.
+    let mut huge = bytes;
+    huge[3..7].copy_from_slice(&u32::MAX.to_le_bytes());
+    assert_eq!(
+        peek_frame_len(&huge),
+        Some(u32::MAX as usize + OVERHEAD_BYTES)
+    );
+}

@@ -99,6 +99,20 @@ impl StoreError {
         ))
     }
 
+    /// Whether this is an operating system's I/O error (a full disk, a failing device): of a
+    /// file of the data dir, of a log segment, or of sled's files. Such an error is not damage.
+    pub(crate) fn is_io(&self) -> bool {
+        matches!(
+            self,
+            StoreError::Io { .. }
+                | StoreError::Wal(WalError::Io { .. })
+                | StoreError::Index {
+                    source: sled::Error::Io(_),
+                    ..
+                }
+        )
+    }
+
     /// Whether this is damage a repair may go past.
     #[must_use]
     pub fn is_damage(&self) -> bool {

@@ -209,10 +209,7 @@ impl EventTable {
         self.files
             .read(loc.lsn, loc.len as usize)
             .map(|b| b.map(sled::IVec::from))
-            .map_err(|e| StoreError::Index {
-                context: "reading an event from the log",
-                source: sled::Error::Io(e),
-            })
+            .map_err(StoreError::Wal)
     }
 
     /// The records of up to `max` of a task's events with seqs in `from .. to` that are
@@ -227,10 +224,7 @@ impl EventTable {
     ) -> Result<(Vec<sled::IVec>, Option<Seq>), StoreError> {
         let places = self.places_at_most(task_id, from, to, max);
         let runs: Vec<(u64, u32)> = places.iter().map(|(_, l)| (l.lsn, l.len)).collect();
-        let read = self.files.read_many(&runs).map_err(|e| StoreError::Index {
-            context: "reading events from the log",
-            source: sled::Error::Io(e),
-        })?;
+        let read = self.files.read_many(&runs).map_err(StoreError::Wal)?;
         let mut out = Vec::with_capacity(places.len());
         for bytes in read {
             match bytes {
@@ -320,10 +314,7 @@ impl EventTable {
         let mut moved = 0;
         for chunk in moving.chunks(RELOCATE_CHUNK) {
             let runs: Vec<(u64, u32)> = chunk.iter().map(|(_, _, l)| (l.lsn, l.len)).collect();
-            let read = self.files.read_many(&runs).map_err(|e| StoreError::Index {
-                context: "reading events from the log",
-                source: sled::Error::Io(e),
-            })?;
+            let read = self.files.read_many(&runs).map_err(StoreError::Wal)?;
             let mut placed = Vec::with_capacity(chunk.len());
             for ((id, seq, old), raw) in chunk.iter().zip(read) {
                 // Gone (its segment deleted): retention dropped it.

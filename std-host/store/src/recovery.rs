@@ -103,13 +103,7 @@ pub(crate) fn open(config: StoreConfig, now: Millis, mode: Mode) -> Result<Store
             let index = match open_index(&generation.dir, config.index_cache_bytes, &table) {
                 Ok(index) => index,
                 // An I/O error (a full disk, a failing device) is not damage.
-                Err(
-                    e @ (StoreError::Io { .. }
-                    | StoreError::Index {
-                        source: sled::Error::Io(_),
-                        ..
-                    }),
-                ) => return Err(e),
+                Err(e) if e.is_io() => return Err(e),
                 Err(e) if repair => {
                     let aside = set_aside(dir, &generation.dir)?;
                     report.repairs.push(format!(

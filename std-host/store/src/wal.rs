@@ -14,23 +14,47 @@
 //!   pending buffer; whichever waiter finds no flush running becomes the leader, takes the whole
 //!   buffer, writes it with one `write` and one `fdatasync`, and wakes every waiter it covered;
 //!   if records arrived meanwhile it flushes them next, at once. Records submitted while a
-//!   flush runs are therefore all covered by the next one.
+//!   flush runs are therefore all covered by the next one. Waiting submissions and
+//!   `flush_through` share that code (`Wal::commit`); they differ only in which batch a
+//!   waiter sleeps on and how many batches a leader flushes in a row.
 //! - `none`: records are written (they survive a process crash) but never flushed.
 //!
 //! Any write or flush failure is sticky (fail-stop): after an `fdatasync` error the state of the
 //! page cache is unknown, so every later submission fails with [`WalError::Failed`].
 //!
+//! Invariants (cited as W1..W6 by the `debug_assert!`s and the tests that check them):
+//! - **W1** `durable <= submitted`, always (both are read and moved under the queue's lock).
+//! - **W2** `submitted`, `durable` and a segment's synced mark never move back: each move sets
+//!   a value at least the old one.
+//! - **W3** `durable` moves to an LSN only after every byte of log below it was written to its
+//!   segment and, unless the mode is `none`, covered by an `fdatasync` of that segment that
+//!   succeeded (`Segment::synced` records how far one did). A write or sync that fails never
+//!   moves it.
+//! - **W4** One failure state ([`Wal`]'s `failed`): set by any failed write, `fdatasync` or
+//!   segment creation, never cleared; once set no submission succeeds, no flush is reported
+//!   durable and no mark moves.
+//! - **W5** At most one leader flushes at a time (`flushing`, under the queue's lock); it takes
+//!   the whole pending buffer, so the bytes written to the segment are always the submitted
+//!   ones in LSN order (`segment start + len` after a flush is the batch's end LSN).
+//! - **W6** A segment is succeeded by a new one only after a sync covered all of it (modes but
+//!   `none`), so only the last segment can hold a torn tail.
+//!
+//! Lock order: `segment` → `queue` → `SegmentFiles::map`. The queue's lock is never held while
+//! taking the segment's (a leader drops it first); the condition variables `flushed[0..2]`
+//! wait on the queue's lock only.
+//!
 //! Recovery ([`recover`]) replays the records from a checkpoint LSN on. A record that does not
 //! decode at the end of the last segment is a torn tail, cut off. Anything else that does not
 //! decode, or log missing between segments, is damage: recovery refuses it unless told to
-//! repair (skip it, keep every valid record after it).
+//! repair (skip it, keep every valid record after it). For a record that does not decode the
+//! rule is one table, [`decide`], from the facts about it ([`Facts`]).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs::{self, File};
 use std::io::{self, Write};
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, RwLock};
 
 use taskstream_core::record::{self, Record, RecordError};
@@ -115,7 +139,9 @@ struct Segment {
     path: PathBuf,
     start: u64,
     len: u64,
-    failed: bool,
+    /// The LSN through which an `fdatasync` of this segment succeeded (W3): `start` until one
+    /// does.
+    synced: u64,
 }
 
 /// The group-commit queue.
@@ -129,23 +155,54 @@ struct Queue {
     submitted: u64,
     /// The LSN up to which everything is written (and flushed, in `group` mode).
     durable: u64,
-    /// Whether a leader is writing a batch right now.
+    /// Whether a leader is writing a batch right now (W5).
     flushing: bool,
-    /// A write or flush failed.
-    failed: bool,
     /// The number of the batch `pending` accumulates; waiters of batch `n` sleep on
     /// `flushed[n % 2]`, so finishing a batch wakes only its own waiters (while batch `n`
     /// flushes, only batch `n + 1` can accumulate).
     batch: u64,
 }
 
+impl Queue {
+    /// Moves `submitted` on by `n` bytes (W1, W2).
+    fn advance_submitted(&mut self, n: u64) {
+        let next = self.submitted + n;
+        debug_assert!(next >= self.submitted, "W2: submitted never moves back");
+        self.submitted = next;
+        debug_assert!(self.durable <= self.submitted, "W1: durable <= submitted");
+    }
+
+    /// Moves `durable` to `to`, which a successful write (and, unless `written_only`, a sync
+    /// reaching `synced`) covered (W1, W2, W3).
+    fn advance_durable(&mut self, to: u64, synced: u64, written_only: bool) {
+        debug_assert!(to >= self.durable, "W2: durable never moves back");
+        debug_assert!(to <= self.submitted, "W1: durable <= submitted");
+        debug_assert!(
+            written_only || synced >= to,
+            "W3: durable moves only through a successful sync ({to} > {synced})"
+        );
+        self.durable = to;
+    }
+}
+
 /// The write-ahead log, shared by every appending thread.
 pub(crate) struct Wal {
     dir: PathBuf,
     mode: Durability,
+    /// Lock order: taken before `queue`, never while holding it.
     segment: Mutex<Segment>,
+    /// Lock order: after `segment`; held by no one who then takes `segment`.
     queue: Mutex<Queue>,
+    /// Waiters of batch `n` sleep on `flushed[n % 2]`, on the queue's lock.
     flushed: [Condvar; 2],
+    /// The log's one failure state (W4): set once, never cleared. Set while holding the
+    /// segment's lock (by a failed write, sync or rotation); a leader that set it takes the
+    /// queue's lock afterwards and wakes every waiter, who reads it under that lock.
+    failed: AtomicBool,
+    /// Test-only fault injection: the number (from 1, counted like [`WalStats::syncs`]) of
+    /// the `fdatasync` to fail with `EIO`; 0 for none.
+    #[cfg(test)]
+    fail_sync: AtomicU64,
     /// The LSN after everything submitted (a copy of the queue's, readable without its lock).
     submitted: AtomicU64,
     counters: Counters,
@@ -158,7 +215,25 @@ pub(crate) struct Wal {
 /// `Arc<File>` it took, so a segment deleted meanwhile stays readable for it.
 #[derive(Default)]
 pub(crate) struct SegmentFiles {
-    map: RwLock<BTreeMap<u64, Arc<File>>>,
+    map: RwLock<BTreeMap<u64, OpenSegment>>,
+}
+
+/// A segment open for reading, with its path for the errors that name it.
+#[derive(Clone)]
+struct OpenSegment {
+    file: Arc<File>,
+    path: Arc<Path>,
+}
+
+impl OpenSegment {
+    /// The error of a failed read of this segment.
+    fn read_error(&self, source: io::Error) -> WalError {
+        WalError::Io {
+            context: "reading",
+            path: self.path.to_path_buf(),
+            source,
+        }
+    }
 }
 
 impl SegmentFiles {
@@ -171,13 +246,14 @@ impl SegmentFiles {
     pub(crate) fn load(&self, dir: &Path) -> Result<(), WalError> {
         for (start, path) in list_segments(dir)? {
             let file = File::open(&path).map_err(io_err("opening", &path))?;
-            lock_write(&self.map).insert(start, Arc::new(file));
+            self.insert(start, Arc::new(file), &path);
         }
         Ok(())
     }
 
-    fn insert(&self, start: u64, file: Arc<File>) {
-        lock_write(&self.map).insert(start, file);
+    fn insert(&self, start: u64, file: Arc<File>, path: &Path) {
+        let path = Arc::from(path);
+        lock_write(&self.map).insert(start, OpenSegment { file, path });
     }
 
     fn remove(&self, start: u64) {
@@ -189,27 +265,27 @@ impl SegmentFiles {
         lock_read(&self.map).keys().copied().collect()
     }
 
-    /// The segment holding `lsn`: its start and file.
-    fn holding(&self, lsn: u64) -> Option<(u64, Arc<File>)> {
+    /// The segment holding `lsn`: its start, file and path.
+    fn holding(&self, lsn: u64) -> Option<(u64, OpenSegment)> {
         lock_read(&self.map)
             .range(..=lsn)
             .next_back()
-            .map(|(start, file)| (*start, Arc::clone(file)))
+            .map(|(start, open)| (*start, open.clone()))
     }
 
     /// The `len` bytes of log at `lsn`, or `None` if no segment holds them (deleted, or cut).
     ///
     /// # Errors
-    /// The operating system's error, if the segment cannot be read.
-    pub(crate) fn read(&self, lsn: u64, len: usize) -> io::Result<Option<Vec<u8>>> {
-        let Some((start, file)) = self.holding(lsn) else {
+    /// [`WalError::Io`] naming the segment file, if it cannot be read.
+    pub(crate) fn read(&self, lsn: u64, len: usize) -> Result<Option<Vec<u8>>, WalError> {
+        let Some((start, open)) = self.holding(lsn) else {
             return Ok(None);
         };
         let mut buf = vec![0; len];
-        match file.read_exact_at(&mut buf, lsn - start) {
+        match open.file.read_exact_at(&mut buf, lsn - start) {
             Ok(()) => Ok(Some(buf)),
             Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => Ok(None),
-            Err(e) => Err(e),
+            Err(e) => Err(open.read_error(e)),
         }
     }
 
@@ -217,15 +293,15 @@ impl SegmentFiles {
     /// the same segment no more than `GAP` bytes apart; `None` for one no segment holds.
     ///
     /// # Errors
-    /// The operating system's error, if a segment cannot be read.
-    pub(crate) fn read_many(&self, runs: &[(u64, u32)]) -> io::Result<Vec<Option<Vec<u8>>>> {
+    /// [`WalError::Io`] naming the segment file, if one cannot be read.
+    pub(crate) fn read_many(&self, runs: &[(u64, u32)]) -> Result<Vec<Option<Vec<u8>>>, WalError> {
         const GAP: u64 = 16 << 10;
         const MAX_SPAN: u64 = 1 << 20;
         let mut out = Vec::with_capacity(runs.len());
         let mut i = 0;
         while i < runs.len() {
             let (lsn, len) = runs[i];
-            let Some((start, file)) = self.holding(lsn) else {
+            let Some((start, open)) = self.holding(lsn) else {
                 out.push(None);
                 i += 1;
                 continue;
@@ -247,7 +323,8 @@ impl SegmentFiles {
                 j += 1;
             }
             let mut buf = vec![0; usize::try_from(end - lsn).unwrap_or(0)];
-            let got = read_at_most(&file, &mut buf, lsn - start)?;
+            let got =
+                read_at_most(&open.file, &mut buf, lsn - start).map_err(|e| open.read_error(e))?;
             for &(l, n) in &runs[i..j] {
                 let from = usize::try_from(l - lsn).unwrap_or(usize::MAX);
                 let to = from.saturating_add(n as usize);
@@ -284,7 +361,7 @@ impl Wal {
     ) -> Result<Wal, WalError> {
         let counters = Counters::default();
         let segment = create_segment(dir, lsn, mode != Durability::None, &counters)?;
-        files.insert(lsn, Arc::clone(&segment.file));
+        files.insert(lsn, Arc::clone(&segment.file), &segment.path);
         Ok(Wal {
             files,
             dir: dir.to_owned(),
@@ -296,6 +373,9 @@ impl Wal {
                 ..Queue::default()
             }),
             flushed: [Condvar::new(), Condvar::new()],
+            failed: AtomicBool::new(false),
+            #[cfg(test)]
+            fail_sync: AtomicU64::new(0),
             submitted: AtomicU64::new(lsn),
             counters,
         })
@@ -340,34 +420,48 @@ impl Wal {
     /// leads (or waits for) the write of everything pending, flushed in `group` mode.
     fn submit_queued(&self, bytes: &[u8], wait: bool) -> Result<u64, WalError> {
         let mut q = lock(&self.queue);
-        if q.failed {
-            return Err(WalError::Failed);
-        }
+        self.check()?;
         let at = q.submitted;
         q.pending.extend_from_slice(bytes);
-        q.submitted += bytes.len() as u64;
+        q.advance_submitted(bytes.len() as u64);
         self.submitted.store(q.submitted, Ordering::Relaxed);
         let mine = q.submitted;
         let my_batch = q.batch;
         if !wait {
             return Ok(at);
         }
+        self.commit(q, mine, Some(my_batch), MAX_LEAD_ROUNDS)?;
+        Ok(at)
+    }
+
+    /// The group commit, written once: returns once `durable` reaches `target` (W3), leading
+    /// flushes whenever none runs, or with the log's failure (W4). While a leader flushes, the
+    /// caller sleeps on its own batch's condition variable when it has one (`batch`: a
+    /// submitter, whose bytes are in that batch; woken when it is flushed), else on the
+    /// batch in flight (`flush_through`: woken when that one ends, whether or not `target` was
+    /// in it; it then looks again). A leader goes on with the next batch while one is waiting,
+    /// up to `max_rounds` batches, so the next flush starts as soon as the previous one ends
+    /// instead of after a wake-up.
+    fn commit<'a>(
+        &'a self,
+        mut q: MutexGuard<'a, Queue>,
+        target: u64,
+        batch: Option<u64>,
+        max_rounds: u32,
+    ) -> Result<(), WalError> {
         loop {
-            if q.durable >= mine {
-                return Ok(at);
+            if q.durable >= target {
+                return Ok(());
             }
-            if q.failed {
-                return Err(WalError::Failed);
-            }
+            self.check()?;
             if q.flushing {
-                q = self.flushed[parity(my_batch)]
+                let on = batch.unwrap_or_else(|| q.batch.wrapping_sub(1));
+                q = self.flushed[parity(on)]
                     .wait(q)
                     .unwrap_or_else(std::sync::PoisonError::into_inner);
                 continue;
             }
-            // Lead: take every pending byte, including other threads' records, and go on with
-            // the next batch while one is waiting (up to `MAX_LEAD_ROUNDS`), so the next flush
-            // starts as soon as the previous one ends instead of after a wake-up.
+            // Lead (W5): take every pending byte, including other threads' records.
             q.flushing = true;
             let mut rounds = 0;
             let outcome = loop {
@@ -375,13 +469,14 @@ impl Wal {
                 q = relocked;
                 self.flushed[parity(number)].notify_all();
                 rounds += 1;
-                if result.is_err() || q.pending.is_empty() || rounds >= MAX_LEAD_ROUNDS {
+                if result.is_err() || q.pending.is_empty() || rounds >= max_rounds {
                     break result;
                 }
             };
             q.flushing = false;
             if outcome.is_err() || !q.pending.is_empty() {
-                // The next batch's waiters (or, after a failure, everyone) must look again.
+                // The next batch's waiters (one of them leads it) or, after a failure,
+                // everyone must look again.
                 self.flushed[parity(q.batch)].notify_all();
                 self.flushed[parity(q.batch + 1)].notify_all();
             }
@@ -398,33 +493,8 @@ impl Wal {
             let mut seg = lock(&self.segment);
             return self.sync(&mut seg);
         }
-        let mut q = lock(&self.queue);
-        loop {
-            if q.durable >= lsn {
-                return Ok(());
-            }
-            if q.failed {
-                return Err(WalError::Failed);
-            }
-            if q.flushing {
-                // The batch in flight is `q.batch - 1`; its leader wakes its waiters when it
-                // ends, whether or not `lsn` was in it, and this thread then looks again.
-                let in_flight = q.batch.wrapping_sub(1);
-                q = self.flushed[parity(in_flight)]
-                    .wait(q)
-                    .unwrap_or_else(std::sync::PoisonError::into_inner);
-                continue;
-            }
-            q.flushing = true;
-            let (relocked, number, result) = self.flush_pending(q);
-            q = relocked;
-            q.flushing = false;
-            self.flushed[parity(number)].notify_all();
-            // Waiters of the batch that accumulated meanwhile must look again (one of them
-            // leads it).
-            self.flushed[parity(q.batch)].notify_all();
-            result?;
-        }
+        // One batch a lead: the engine's drain publishes as soon as its own batch is durable.
+        self.commit(lock(&self.queue), lsn, None, 1)
     }
 
     /// One group-commit flush, led by the caller (who set `flushing`): takes every pending
@@ -442,37 +512,51 @@ impl Wal {
         let number = q.batch;
         q.batch += 1;
         drop(q);
-        let result = {
+        let (result, synced) = {
             let mut seg = lock(&self.segment);
-            self.write(&mut seg, &batch).and_then(|()| {
+            let result = self.write(&mut seg, &batch).and_then(|()| {
+                debug_assert_eq!(seg.start + seg.len, end, "W5: the log is written in order");
                 if self.mode == Durability::Group {
                     self.sync(&mut seg)
                 } else {
                     Ok(())
                 }
-            })
+            });
+            (result, seg.synced)
         };
         batch.clear();
         let mut q = lock(&self.queue);
         q.spare = batch;
-        match result {
-            Ok(()) => q.durable = end,
-            Err(_) => q.failed = true,
+        if result.is_ok() {
+            q.advance_durable(end, synced, self.mode == Durability::None);
         }
+        // A failure was recorded by `write` or `sync` (W4); the caller wakes every waiter.
         (q, number, result)
     }
 
-    fn write(&self, seg: &mut Segment, bytes: &[u8]) -> Result<(), WalError> {
-        if seg.failed {
-            return Err(WalError::Failed);
+    /// `Err(Failed)` once the log has failed (W4).
+    fn check(&self) -> Result<(), WalError> {
+        if self.failed.load(Ordering::Acquire) {
+            Err(WalError::Failed)
+        } else {
+            Ok(())
         }
+    }
+
+    /// Records a failure (W4): every later submission, flush and rotation fails.
+    fn fail(&self) {
+        self.failed.store(true, Ordering::Release);
+    }
+
+    fn write(&self, seg: &mut Segment, bytes: &[u8]) -> Result<(), WalError> {
+        self.check()?;
         if bytes.is_empty() {
             return Ok(());
         }
         let result = (&*seg.file).write_all(bytes);
         self.counters.writes.fetch_add(1, Ordering::Relaxed);
         if let Err(source) = result {
-            seg.failed = true;
+            self.fail();
             return Err(WalError::Io {
                 context: "writing",
                 path: seg.path.clone(),
@@ -486,20 +570,35 @@ impl Wal {
         Ok(())
     }
 
+    /// `fdatasync` of the active segment; on success `seg.synced` moves to its end (W3), on
+    /// failure the log fails (W4).
     fn sync(&self, seg: &mut Segment) -> Result<(), WalError> {
-        if seg.failed {
-            return Err(WalError::Failed);
-        }
-        self.counters.syncs.fetch_add(1, Ordering::Relaxed);
-        if let Err(source) = seg.file.sync_data() {
-            seg.failed = true;
+        self.check()?;
+        let number = self.counters.syncs.fetch_add(1, Ordering::Relaxed) + 1;
+        if let Err(source) = self.sync_data(&seg.file, number) {
+            self.fail();
             return Err(WalError::Io {
                 context: "fdatasync of",
                 path: seg.path.clone(),
                 source,
             });
         }
+        let end = seg.start + seg.len;
+        debug_assert!(end >= seg.synced, "W2: the synced mark never moves back");
+        seg.synced = end;
         Ok(())
+    }
+
+    /// `fdatasync` of `file`, the log's `number`th; in tests, failed with `EIO` when it is
+    /// the one `fail_sync` names.
+    #[cfg_attr(not(test), allow(clippy::unused_self))]
+    fn sync_data(&self, file: &File, number: u64) -> io::Result<()> {
+        #[cfg(test)]
+        if self.fail_sync.load(Ordering::Relaxed) == number {
+            return Err(io::Error::from(rustix::io::Errno::IO));
+        }
+        let _ = number;
+        file.sync_data()
     }
 
     /// The LSN after everything submitted so far.
@@ -518,34 +617,43 @@ impl Wal {
     ///
     /// The caller guarantees quiescence: no submission runs concurrently (the store holds its
     /// checkpoint gate exclusively).
+    ///
+    /// `durable` moves to the end of the log only once the write and (unless the mode is
+    /// `none`) the `fdatasync` covering it succeeded (W3); a failure of either fails the log
+    /// (W4), so no later `flush_through` reports those bytes durable. The new segment is
+    /// created only after that sync (W6).
     pub(crate) fn rotate(&self) -> Result<u64, WalError> {
+        // Lock order: segment, then queue (held across the write and sync: the log is
+        // quiescent, and no leader holds the queue's lock while it waits for the segment's).
         let mut seg = lock(&self.segment);
-        if self.mode != Durability::Event {
-            let mut q = lock(&self.queue);
-            if q.failed {
-                return Err(WalError::Failed);
-            }
+        let mut queue = (self.mode != Durability::Event).then(|| lock(&self.queue));
+        self.check()?;
+        if let Some(q) = queue.as_deref_mut() {
+            debug_assert!(!q.flushing, "rotate runs only when the log is quiescent");
             let batch = std::mem::take(&mut q.pending);
-            let result = self.write(&mut seg, &batch);
-            if result.is_err() {
-                q.failed = true;
-            } else {
-                q.durable = q.submitted;
-            }
-            result?;
+            self.write(&mut seg, &batch)?;
+            debug_assert_eq!(
+                seg.start + seg.len,
+                q.submitted,
+                "W5: the log is written in order"
+            );
         }
-        if seg.len == 0 {
-            return Ok(seg.start);
-        }
-        if self.mode != Durability::None {
+        if seg.len > 0 && self.mode != Durability::None {
             self.sync(&mut seg)?;
         }
         let end = seg.start + seg.len;
+        if let Some(q) = queue.as_deref_mut() {
+            q.advance_durable(end, seg.synced, self.mode == Durability::None);
+        }
+        drop(queue);
+        if seg.len == 0 {
+            return Ok(seg.start);
+        }
         let sync = self.mode != Durability::None;
         let next = create_segment(&self.dir, end, sync, &self.counters).inspect_err(|_| {
-            seg.failed = true;
+            self.fail();
         })?;
-        self.files.insert(end, Arc::clone(&next.file));
+        self.files.insert(end, Arc::clone(&next.file), &next.path);
         *seg = next;
         Ok(end)
     }
@@ -632,7 +740,7 @@ fn create_segment(
         path,
         start,
         len: 0,
-        failed: false,
+        synced: start,
     })
 }
 
@@ -747,26 +855,138 @@ fn runs_to_end(bytes: &[u8], mut from: usize) -> bool {
     true
 }
 
-/// Where to look for the next record after a bad one at the start of `bytes`, and whether
-/// only a record that begins a run to the end counts there. Past the whole record when its
-/// header is intact and its length fits (its body may be a payload holding anything); when the
-/// length runs past the end, from the next byte but only for a run to the end (a torn record's
-/// payload may hold a record, which its cut never leaves at the very end but by chance, while
-/// a record after a damaged length field is followed by the rest of the log); else the next
-/// byte.
-fn skip_bad(bytes: &[u8]) -> (usize, bool) {
-    if bytes.len() >= record::HEADER_BYTES
-        && bytes[..2] == record::MAGIC
-        && bytes[2] == record::VERSION
-    {
-        let len = u32::from_le_bytes([bytes[3], bytes[4], bytes[5], bytes[6]]) as usize;
-        let total = len.saturating_add(record::OVERHEAD_BYTES);
-        if len <= record::MAX_BODY_BYTES && total <= bytes.len() {
-            return (total, false);
+/// What the frame header of a record that did not decode says ([`record::peek_frame_len`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Header {
+    /// Magic, version or the header itself is missing or wrong.
+    Unreadable,
+    /// Readable, but the length it claims runs past the end of the segment (or beyond
+    /// [`record::MAX_BODY_BYTES`]).
+    RunsPast,
+    /// Readable, and the whole frame it claims is in the segment: what is bad is its checksum
+    /// or its body. The frame's total length.
+    Whole(usize),
+}
+
+impl Header {
+    /// The header of the bad record at the start of `bytes`.
+    fn of(bytes: &[u8]) -> Header {
+        match record::peek_frame_len(bytes) {
+            None => Header::Unreadable,
+            Some(total)
+                if total - record::OVERHEAD_BYTES <= record::MAX_BODY_BYTES
+                    && total <= bytes.len() =>
+            {
+                Header::Whole(total)
+            }
+            Some(_) => Header::RunsPast,
         }
-        return (1, true);
     }
-    (1, false)
+
+    /// How far past the bad record's start the search for the next record begins: past the
+    /// whole frame when it is whole (its body may be a payload holding anything, records
+    /// included), else at the next byte.
+    fn skip(self) -> usize {
+        match self {
+            Header::Whole(total) => total,
+            Header::Unreadable | Header::RunsPast => 1,
+        }
+    }
+}
+
+/// The facts about a record that did not decode, from which [`decide`] rules. Every
+/// position is an offset in the segment.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Facts {
+    /// What its header says.
+    header: Header,
+    /// The first valid record after it (searched from [`Header::skip`] on), if any.
+    valid_after: Option<usize>,
+    /// The first record after it that begins a run of valid records reaching the end of the
+    /// segment, if any.
+    run_to_end_after: Option<usize>,
+    /// Whether this is the log's last segment.
+    last_segment: bool,
+    /// Whether recovery was told to repair.
+    repair: bool,
+}
+
+/// What recovery does about a record that did not decode.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Decision {
+    /// A torn tail: cut the segment at the bad record and go on writing there.
+    CutTail,
+    /// Damage, refused (no repair): recovery stops, changing nothing. The damaged stretch ends
+    /// at `to`; `valid_follow` says whether valid records follow in the segment (else later
+    /// segments do).
+    Refuse {
+        /// Where the damaged stretch ends.
+        to: usize,
+        /// Whether valid records follow it in the segment.
+        valid_follow: bool,
+    },
+    /// Damage, repaired: reported, and replay goes on at `to`.
+    Skip {
+        /// Where the damaged stretch ends and replay goes on.
+        to: usize,
+        /// Whether valid records follow it in the segment.
+        valid_follow: bool,
+    },
+}
+
+/// The rule "torn tail or damage", in one place. A torn write can leave a bad record only at
+/// the end of the last segment (W6: every earlier segment was synced whole before the next one
+/// was created), so:
+///
+/// 1. What counts as a valid record following: one beginning a run of valid records to the
+///    end of the segment when the bad record's length runs past the end (a torn record's
+///    payload may hold a record, which the cut leaves at the very end only by chance, while a
+///    record after a damaged length field is followed by the rest of the log) or when
+///    repairing (a repair must not take a record inside a payload for a real one); otherwise
+///    any valid record.
+/// 2. Nothing valid follows in the last segment: a torn tail, cut off (in repair mode too).
+///    Valid records follow, or later segments do: damage, refused without `repair`, skipped
+///    (up to the next valid record, or the segment's end) with it.
+///
+/// The decode error itself (checksum, truncation, body) does not enter the decision: a bad
+/// record is judged by where it is and what follows it. `end` is the segment's length.
+fn decide(f: &Facts, end: usize) -> Decision {
+    let follows = match (f.header, f.repair) {
+        (Header::RunsPast, _) | (_, true) => f.run_to_end_after,
+        (Header::Unreadable | Header::Whole(_), false) => f.valid_after,
+    };
+    match (follows, f.last_segment, f.repair) {
+        (None, true, _) => Decision::CutTail,
+        (Some(to), _, false) => Decision::Refuse {
+            to,
+            valid_follow: true,
+        },
+        (None, false, false) => Decision::Refuse {
+            to: end,
+            valid_follow: false,
+        },
+        (Some(to), _, true) => Decision::Skip {
+            to,
+            valid_follow: true,
+        },
+        (None, false, true) => Decision::Skip {
+            to: end,
+            valid_follow: false,
+        },
+    }
+}
+
+/// The facts about the bad record at `offset` in `bytes` (a whole segment).
+fn facts(bytes: &[u8], offset: usize, last_segment: bool, repair: bool) -> Facts {
+    let header = Header::of(&bytes[offset..]);
+    let from = offset + header.skip();
+    Facts {
+        header,
+        valid_after: next_valid(bytes, from, false),
+        run_to_end_after: next_valid(bytes, from, true),
+        last_segment,
+        repair,
+    }
 }
 
 /// Replays the log of `dir`, calling `apply` for every valid record (with its encoded bytes,
@@ -892,42 +1112,45 @@ pub(crate) fn recover<E: From<WalError>>(
                 }
                 Err(error) => error,
             };
-            let (skip, to_end) = skip_bad(&bytes[offset..]);
-            let resume = next_valid(&bytes, offset + skip, repair || to_end);
-            if resume.is_none() && last {
-                // A torn tail: cut it off.
-                let file = fs::OpenOptions::new()
-                    .write(true)
-                    .open(path)
-                    .map_err(io_err("opening", path))?;
-                file.set_len(offset as u64)
-                    .map_err(io_err("truncating", path))?;
-                if sync {
-                    file.sync_all().map_err(io_err("fsync of", path))?;
+            let decision = decide(&facts(&bytes, offset, last, repair), bytes.len());
+            let (to, valid_follow) = match decision {
+                Decision::CutTail => {
+                    let file = fs::OpenOptions::new()
+                        .write(true)
+                        .open(path)
+                        .map_err(io_err("opening", path))?;
+                    file.set_len(offset as u64)
+                        .map_err(io_err("truncating", path))?;
+                    if sync {
+                        file.sync_all().map_err(io_err("fsync of", path))?;
+                    }
+                    out.torn = Some(TornTail {
+                        segment: path.clone(),
+                        offset: offset as u64,
+                        error,
+                    });
+                    out.discarded_bytes += (bytes.len() - offset) as u64;
+                    changed = true;
+                    break;
                 }
-                out.torn = Some(TornTail {
-                    segment: path.clone(),
-                    offset: offset as u64,
-                    error,
-                });
-                out.discarded_bytes += (bytes.len() - offset) as u64;
-                changed = true;
-                break;
-            }
-            let to = resume.unwrap_or(bytes.len());
-            let what = match resume {
-                Some(_) => format!("{error}, and valid records follow"),
-                None => format!("{error}, and later log segments follow"),
+                Decision::Refuse { to, valid_follow } | Decision::Skip { to, valid_follow } => {
+                    (to, valid_follow)
+                }
             };
-            hole(
-                &mut out,
-                Damage {
-                    segment: path.clone(),
-                    offset: offset as u64,
-                    bytes: Some((to - offset) as u64),
-                    what,
+            let damage = Damage {
+                segment: path.clone(),
+                offset: offset as u64,
+                bytes: Some((to - offset) as u64),
+                what: if valid_follow {
+                    format!("{error}, and valid records follow")
+                } else {
+                    format!("{error}, and later log segments follow")
                 },
-            )?;
+            };
+            if let Decision::Refuse { .. } = decision {
+                return Err(WalError::Damaged(damage).into());
+            }
+            out.damage.push(damage);
             out.discarded_bytes += (to - offset) as u64;
             offset = to;
         }

@@ -388,7 +388,7 @@ fn reads_of_many_runs_join_neighbours_and_stop_at_what_is_gone() {
 }
 
 #[test]
-fn group_commit_shares_flushes_between_threads_and_keeps_each_threads_order() {
+fn group_commit_between_threads_keeps_each_threads_order() {
     let dir = tempfile::tempdir().unwrap();
     let wal = Arc::new(Wal::open(dir.path(), Durability::Group, 0, SegmentFiles::new()).unwrap());
     let threads = 8;
@@ -406,12 +406,11 @@ fn group_commit_shares_flushes_between_threads_and_keeps_each_threads_order() {
     for h in handles {
         h.join().unwrap();
     }
+    // How many flushes this makes depends on the scheduler (the exact count the design
+    // promises is `submissions_made_while_a_flush_runs_are_all_covered_by_the_next_one`):
+    // here, that each flush is one write and one sync, and the order below.
     let stats = wal.stats();
-    assert!(
-        stats.syncs <= threads * per_thread,
-        "at most one flush per record: {stats:?}"
-    );
-    assert_eq!(stats.syncs, stats.writes);
+    assert_eq!(stats.syncs, stats.writes, "{stats:?}");
     drop(wal);
     let (seen, _) = replay(dir.path(), 0);
     assert_eq!(seen.len() as u64, threads * per_thread);
@@ -466,4 +465,269 @@ fn in_none_mode_deferred_submissions_are_written_once_per_flush_and_never_synced
     assert_eq!(wal.stats().syncs, 0, "none mode never syncs");
     drop(wal);
     assert_eq!(replay(dir.path(), 0).0, expected("a", 4));
+}
+
+/// Fails the log's next `fdatasync` with `EIO`.
+fn fail_next_sync(wal: &Wal) {
+    wal.fail_sync
+        .store(wal.stats().syncs + 1, std::sync::atomic::Ordering::Relaxed);
+}
+
+#[test]
+fn a_failed_sync_in_a_rotation_never_reports_the_rotated_bytes_durable() {
+    // W3, W4, W6: a rotation writes what was deferred, syncs it, and only then moves `durable`;
+    // a sync that fails leaves `durable` where it was and fails the log, so `flush_through`
+    // of those bytes is an error, never a success.
+    for mode in [Durability::Group, Durability::Event] {
+        let dir = tempfile::tempdir().unwrap();
+        let wal = Wal::open(dir.path(), mode, 0, SegmentFiles::new()).unwrap();
+        wal.submit(&event_bytes("a", 0), true).unwrap();
+        let durable_before = lock(&wal.queue).durable;
+        wal.submit_deferred(&event_bytes("a", 1)).unwrap();
+        let end = wal.submitted();
+        fail_next_sync(&wal);
+        match wal.rotate() {
+            Err(WalError::Io { context, .. }) => assert_eq!(context, "fdatasync of", "{mode:?}"),
+            other => panic!("{mode:?}: {other:?}"),
+        }
+        assert_eq!(
+            lock(&wal.queue).durable,
+            durable_before,
+            "{mode:?}: W3: durable moved past bytes no sync covered"
+        );
+        assert!(
+            matches!(wal.flush_through(end), Err(WalError::Failed)),
+            "{mode:?}: W3, W4: unsynced bytes reported durable"
+        );
+        assert!(matches!(
+            wal.submit(&event_bytes("a", 2), true),
+            Err(WalError::Failed)
+        ));
+        assert!(matches!(
+            wal.submit_deferred(&event_bytes("a", 2)),
+            Err(WalError::Failed)
+        ));
+        assert!(matches!(wal.rotate(), Err(WalError::Failed)), "W4: sticky");
+        assert_eq!(
+            list_segments(dir.path()).unwrap().len(),
+            1,
+            "{mode:?}: W6: no new segment after a failed sync"
+        );
+    }
+}
+
+#[test]
+fn a_failed_group_commit_sync_fails_its_waiter_and_every_later_submission() {
+    // W3, W4 for the leader's flush.
+    let dir = tempfile::tempdir().unwrap();
+    let wal = Wal::open(dir.path(), Durability::Group, 0, SegmentFiles::new()).unwrap();
+    wal.submit(&event_bytes("a", 0), true).unwrap();
+    let durable_before = lock(&wal.queue).durable;
+    wal.submit_deferred(&event_bytes("a", 1)).unwrap();
+    fail_next_sync(&wal);
+    assert!(matches!(
+        wal.submit(&event_bytes("a", 2), true),
+        Err(WalError::Io { .. })
+    ));
+    assert_eq!(lock(&wal.queue).durable, durable_before, "W3");
+    assert!(matches!(
+        wal.flush_through(wal.submitted()),
+        Err(WalError::Failed)
+    ));
+    assert!(matches!(
+        wal.submit(&event_bytes("a", 3), true),
+        Err(WalError::Failed)
+    ));
+}
+
+#[test]
+fn deferred_submissions_and_one_waiting_one_make_exactly_one_write_and_one_sync() {
+    let dir = tempfile::tempdir().unwrap();
+    let wal = Wal::open(dir.path(), Durability::Group, 0, SegmentFiles::new()).unwrap();
+    let n = 100;
+    for i in 0..n {
+        wal.submit_deferred(&event_bytes("a", i)).unwrap();
+    }
+    assert_eq!(wal.stats().writes, 0);
+    wal.submit(&event_bytes("a", n), true).unwrap();
+    let stats = wal.stats();
+    assert_eq!((stats.writes, stats.syncs), (1, 1), "{stats:?}");
+    drop(wal);
+    assert_eq!(replay(dir.path(), 0).0, expected("a", n + 1));
+}
+
+/// Waits (bounded) until `cond` holds of the queue.
+fn wait_for_queue(wal: &Wal, what: &str, cond: impl Fn(&Queue) -> bool) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while !cond(&lock(&wal.queue)) {
+        assert!(std::time::Instant::now() < deadline, "timed out: {what}");
+        std::thread::yield_now();
+    }
+}
+
+#[test]
+fn submissions_made_while_a_flush_runs_are_all_covered_by_the_next_one() {
+    // The design's promise (module docs, `group`): one flush for the leader's batch, and one
+    // more for everything submitted while it ran, however many threads submitted it.
+    let dir = tempfile::tempdir().unwrap();
+    let wal = Arc::new(Wal::open(dir.path(), Durability::Group, 0, SegmentFiles::new()).unwrap());
+    let held = lock(&wal.segment);
+    let leader = {
+        let wal = Arc::clone(&wal);
+        std::thread::spawn(move || wal.submit(&event_bytes("leader", 0), true).unwrap())
+    };
+    // The leader took batch 0 and waits for the segment.
+    wait_for_queue(&wal, "the leader takes its batch", |q| {
+        q.flushing && q.batch == 1
+    });
+    let followers = 12;
+    let one = event_bytes("f00", 0).len() as u64;
+    let handles: Vec<_> = (0..followers)
+        .map(|t| {
+            let wal = Arc::clone(&wal);
+            std::thread::spawn(move || {
+                wal.submit(&event_bytes(&format!("f{t:02}"), 0), true)
+                    .unwrap()
+            })
+        })
+        .collect();
+    // Every follower appended and sleeps on its batch (both under the queue's lock).
+    let first = event_bytes("leader", 0).len() as u64;
+    wait_for_queue(&wal, "every follower submits", |q| {
+        q.submitted == first + followers * one
+    });
+    drop(held);
+    leader.join().unwrap();
+    for h in handles {
+        h.join().unwrap();
+    }
+    let stats = wal.stats();
+    assert_eq!((stats.writes, stats.syncs), (2, 2), "{stats:?}");
+    drop(wal);
+    assert_eq!(replay(dir.path(), 0).0.len() as u64, followers + 1);
+}
+
+#[test]
+fn a_failed_read_of_a_segment_is_a_log_error_naming_the_segment_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = segment_path(dir.path(), 0);
+    fs::write(&path, event_bytes("a", 0)).unwrap();
+    // Opened for writing only, so every read of it fails (EBADF).
+    let unreadable = fs::OpenOptions::new().write(true).open(&path).unwrap();
+    let files = SegmentFiles::new();
+    files.insert(0, Arc::new(unreadable), &path);
+    let one = files.read(0, 4).unwrap_err();
+    let many = files.read_many(&[(0, 4), (8, 4)]).unwrap_err();
+    for e in [one, many] {
+        match &e {
+            WalError::Io {
+                context,
+                path: named,
+                ..
+            } => {
+                assert_eq!(*context, "reading");
+                assert_eq!(named, &path);
+            }
+            other => panic!("{other:?}"),
+        }
+        let shown = crate::StoreError::from(e).to_string();
+        assert!(shown.contains(&path.display().to_string()), "{shown}");
+        assert!(shown.contains("write-ahead log"), "{shown}");
+        assert!(!shown.contains("sled"), "{shown}");
+    }
+}
+
+#[test]
+fn the_torn_tail_or_damage_table_over_every_combination_of_facts() {
+    // `decide`, row by row. Columns: the facts about what follows the bad record (valid_after,
+    // run_to_end_after; a run to the end starts with a valid record, so (None, Some) cannot
+    // be), then the decision for (last segment, repair) = (no, no), (no, yes), (yes, no),
+    // (yes, yes). C: cut the tail; R n / S n: refuse / skip with damage up to n (`-`: the
+    // segment's end, 100).
+    const END: usize = 100;
+    let follows = [
+        ("A", None, None),
+        ("B", Some(20), None),
+        ("C", Some(20), Some(20)),
+        ("D", Some(20), Some(30)),
+    ];
+    let table: [(Header, [&str; 4]); 12] = [
+        (Header::Unreadable, ["R-", "S-", "C", "C"]),
+        (Header::Unreadable, ["R20", "S-", "R20", "C"]),
+        (Header::Unreadable, ["R20", "S20", "R20", "S20"]),
+        (Header::Unreadable, ["R20", "S30", "R20", "S30"]),
+        (Header::Whole(10), ["R-", "S-", "C", "C"]),
+        (Header::Whole(10), ["R20", "S-", "R20", "C"]),
+        (Header::Whole(10), ["R20", "S20", "R20", "S20"]),
+        (Header::Whole(10), ["R20", "S30", "R20", "S30"]),
+        (Header::RunsPast, ["R-", "S-", "C", "C"]),
+        (Header::RunsPast, ["R-", "S-", "C", "C"]),
+        (Header::RunsPast, ["R20", "S20", "R20", "S20"]),
+        (Header::RunsPast, ["R30", "S30", "R30", "S30"]),
+    ];
+    let show = |d: Decision| match d {
+        Decision::CutTail => "C".to_owned(),
+        Decision::Refuse { to, valid_follow } | Decision::Skip { to, valid_follow } => {
+            let kind = if matches!(d, Decision::Refuse { .. }) {
+                "R"
+            } else {
+                "S"
+            };
+            assert_eq!(valid_follow, to != END, "{d:?}");
+            if to == END {
+                format!("{kind}-")
+            } else {
+                format!("{kind}{to}")
+            }
+        }
+    };
+    let mut rows = 0;
+    for (i, (header, expected)) in table.iter().enumerate() {
+        let (name, valid_after, run_to_end_after) = follows[i % 4];
+        let cells = [(false, false), (false, true), (true, false), (true, true)];
+        for ((last_segment, repair), want) in cells.into_iter().zip(expected) {
+            let facts = Facts {
+                header: *header,
+                valid_after,
+                run_to_end_after,
+                last_segment,
+                repair,
+            };
+            let got = show(decide(&facts, END));
+            assert_eq!(
+                &got, want,
+                "{header:?} {name} last={last_segment} repair={repair}"
+            );
+            // The promises the table keeps, stated apart from it: only the last segment's tail
+            // is ever cut; a run of valid records to the end is never cut; a repair never
+            // refuses and a refusal never skips.
+            if got == "C" {
+                assert!(last_segment && run_to_end_after.is_none());
+            }
+            assert_eq!(got.starts_with('R'), !repair && got != "C");
+            rows += 1;
+        }
+    }
+    assert_eq!(rows, 3 * 4 * 4, "every combination");
+    // Where the search for what follows starts.
+    assert_eq!(Header::Whole(10).skip(), 10);
+    assert_eq!(Header::RunsPast.skip(), 1);
+    assert_eq!(Header::Unreadable.skip(), 1);
+}
+
+#[test]
+fn a_bad_records_header_is_read_with_the_cores_peek() {
+    let whole = event_bytes("a", 0);
+    let n = whole.len();
+    let mut bad_crc = whole.clone();
+    bad_crc[n - 1] ^= 1;
+    assert_eq!(Header::of(&bad_crc), Header::Whole(n));
+    assert_eq!(Header::of(&whole[..n - 1]), Header::RunsPast);
+    let mut bad_magic = whole.clone();
+    bad_magic[0] ^= 1;
+    assert_eq!(Header::of(&bad_magic), Header::Unreadable);
+    assert_eq!(Header::of(&whole[..3]), Header::Unreadable);
+    let mut huge = whole;
+    huge[3..7].copy_from_slice(&u32::MAX.to_le_bytes());
+    assert_eq!(Header::of(&huge), Header::RunsPast, "beyond the bound");
 }
