@@ -596,6 +596,47 @@ mod tests {
         assert!(fetchable("not a url").is_err());
     }
 
+    fn ec_key(kid: &str, extra: Value) -> Key {
+        let mut v = json!({"kty": "EC", "kid": kid, "crv": "P-256",
+            "x": "vUHXjsomvghBtCzYP0jwXEF9LwYWlA7glMmT2DbZY4A",
+            "y": "88Jk3li2Fdoay4UHUcVJ7EIuqARVwZGTdgdhGAeLbbg"});
+        for (k, x) in extra.as_object().into_iter().flatten() {
+            v[k] = x.clone();
+        }
+        let jwk: Jwk = serde_json::from_value(v).expect("a JWK");
+        Key {
+            kid: Some(kid.to_owned()),
+            key: DecodingKey::from_jwk(&jwk).expect("a key"),
+            jwk,
+        }
+    }
+
+    #[test]
+    fn a_key_is_picked_only_for_an_algorithm_of_its_family_and_use() {
+        let keys = [
+            ec_key("a", json!({"alg": "ES256", "use": "sig"})),
+            ec_key("b", json!({"alg": "ES384"})),
+            ec_key("c", json!({"use": "enc"})),
+        ];
+        let kid = |k: Option<&Key>| k.and_then(|k| k.kid.clone());
+        assert_eq!(
+            kid(pick(&keys, Some("a"), Algorithm::ES256)),
+            Some("a".into())
+        );
+        // An EC key never verifies RSA, HMAC or another curve's algorithm.
+        assert!(pick(&keys, Some("a"), Algorithm::RS256).is_none());
+        assert!(pick(&keys, Some("a"), Algorithm::HS256).is_none());
+        assert!(pick(&keys, Some("a"), Algorithm::ES384).is_none());
+        // A key naming another alg, or meant for encryption, is not used.
+        assert!(pick(&keys, Some("b"), Algorithm::ES256).is_none());
+        assert!(pick(&keys, Some("c"), Algorithm::ES256).is_none());
+        assert!(pick(&keys, Some("z"), Algorithm::ES256).is_none());
+        // Without a kid: the only fitting key, else none.
+        assert_eq!(kid(pick(&keys, None, Algorithm::ES256)), Some("a".into()));
+        let two = [ec_key("a", json!({})), ec_key("d", json!({}))];
+        assert!(pick(&two, None, Algorithm::ES256).is_none());
+    }
+
     #[test]
     fn scopes_come_from_scope_or_scp() {
         let c = |v: Value| v.as_object().cloned().unwrap_or_default();
