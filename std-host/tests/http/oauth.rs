@@ -1,6 +1,7 @@
 //! `serve --http --oauth-issuer`: the server as an OAuth 2.1 resource server, against a real
 //! issuer the test starts on loopback (axum serving its metadata and key set; tokens signed
-//! with `jsonwebtoken` using the RSA and EC test keys of `oauth_keys/`).
+//! with `ring` using the RSA and EC test keys of `oauth_keys/`: the JWTs are built by hand,
+//! so that the malformed ones can be too).
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -8,7 +9,6 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use axum::extract::State;
 use axum::routing::get;
-use jsonwebtoken::{Algorithm, EncodingKey, Header};
 use serde_json::{json, Value};
 
 use super::client::{http, Server, Session};
@@ -101,21 +101,45 @@ impl Issuer {
                 c[k] = v.clone();
             }
         }
-        let (alg, encoding) = if key.starts_with("ec") {
-            (
-                Algorithm::ES256,
-                EncodingKey::from_ec_pem(&key_file(&format!("{key}.pem"))).expect("EC key"),
-            )
+        let alg = if key.starts_with("ec") {
+            "ES256"
         } else {
-            (
-                Algorithm::RS256,
-                EncodingKey::from_rsa_pem(&key_file(&format!("{key}.pem"))).expect("RSA key"),
-            )
+            "RS256"
         };
-        let mut header = Header::new(alg);
-        header.kid = Some(key.to_owned());
-        jsonwebtoken::encode(&header, &c, &encoding).expect("sign")
+        sign(&json!({"alg": alg, "typ": "JWT", "kid": key}), &c, key)
     }
+}
+
+/// A JWT of this header and claims signed with the test key `key` (`rsa-*`: RS256, `ec-*`:
+/// ES256, `hs:<file>`: HS256 with the file's bytes as the secret).
+fn sign(header: &Value, claims: &Value, key: &str) -> String {
+    use ring::signature as rs;
+    let input = format!("{}.{}", b64(header), b64(claims));
+    let rng = ring::rand::SystemRandom::new();
+    let signature = if let Some(file) = key.strip_prefix("hs:") {
+        let secret = ring::hmac::Key::new(ring::hmac::HMAC_SHA256, &key_file(file));
+        ring::hmac::sign(&secret, input.as_bytes())
+            .as_ref()
+            .to_vec()
+    } else if key.starts_with("ec") {
+        let pair = rs::EcdsaKeyPair::from_pkcs8(
+            &rs::ECDSA_P256_SHA256_FIXED_SIGNING,
+            &key_file(&format!("{key}.pk8")),
+            &rng,
+        )
+        .expect("EC key");
+        pair.sign(&rng, input.as_bytes())
+            .expect("sign")
+            .as_ref()
+            .to_vec()
+    } else {
+        let pair = rs::RsaKeyPair::from_pkcs8(&key_file(&format!("{key}.pk8"))).expect("RSA key");
+        let mut sig = vec![0; pair.public().modulus_len()];
+        pair.sign(&rs::RSA_PKCS1_SHA256, &rng, input.as_bytes(), &mut sig)
+            .expect("sign");
+        sig
+    };
+    format!("{input}.{}", base64url(&signature))
 }
 
 /// A JSON response.
@@ -313,15 +337,12 @@ async fn tokens_of_the_issuer_are_checked_and_refusals_point_to_the_metadata() {
             ),
         ),
         ("HS256 with the public key as secret", {
-            let mut header = Header::new(Algorithm::HS256);
-            header.kid = Some("rsa-a".into());
             let claims = json!({"iss": issuer.url, "aud": RESOURCE, "sub": "alice", "scope": SCOPE, "exp": now() + 600});
-            jsonwebtoken::encode(
-                &header,
+            sign(
+                &json!({"alg": "HS256", "typ": "JWT", "kid": "rsa-a"}),
                 &claims,
-                &EncodingKey::from_secret(&key_file("rsa-a.pub.pem")),
+                "hs:rsa-a.pub.pem",
             )
-            .expect("sign")
         }),
         ("RS256 header on the EC key", {
             let t = issuer.token("rsa-a", json!({}));

@@ -24,6 +24,7 @@
 //! `Origin` check, without a token).
 
 mod conn;
+mod jwt_ring;
 mod oauth;
 mod route;
 mod security;

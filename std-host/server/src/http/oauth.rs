@@ -101,6 +101,7 @@ impl OAuth {
     /// # Errors
     /// A message naming the option or the fetch that failed.
     pub(crate) async fn start(config: &OAuthConfig) -> Result<Arc<OAuth>, String> {
+        super::jwt_ring::install();
         let issuer = fetchable(&config.issuer).map_err(|e| format!("--oauth-issuer: {e}"))?;
         let resource = Url::parse(&config.resource)
             .map_err(|e| format!("--oauth-resource {}: {e}", config.resource))?;
