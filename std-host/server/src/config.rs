@@ -147,7 +147,7 @@ pub struct ServeArgs {
     pub durability: Durability,
     /// Serve MCP Streamable HTTP at http://HOST:PORT/mcp (both eras); port 0 picks a free port;
     /// one stderr line tells `listening on http://HOST:PORT/mcp`. A non-loopback HOST needs
-    /// --auth-token-file
+    /// --auth-token-file or --oauth-issuer
     #[arg(long, value_name = "HOST:PORT", value_parser = name, help_heading = HTTP,
           conflicts_with_all = ["socket"])]
     pub http: Option<String>,
@@ -155,6 +155,26 @@ pub struct ServeArgs {
     /// otherwise) and acts as PRINCIPAL
     #[arg(long, value_name = "FILE", requires = "http", help_heading = HTTP)]
     pub auth_token_file: Option<PathBuf>,
+    /// Be an OAuth 2.1 resource server: accept only access tokens (JWT, RS256/ES256) issued by
+    /// ISSUER_URL for --oauth-resource, checked against the issuer's published keys; the
+    /// principal is the token's --oauth-principal-claim. Exclusive with --auth-token-file
+    #[arg(long, value_name = "ISSUER_URL", value_parser = name, help_heading = HTTP,
+          requires = "oauth_resource", conflicts_with = "auth_token_file")]
+    pub oauth_issuer: Option<String>,
+    /// With --oauth-issuer: this server's canonical URL (RFC 8707), which a token's `aud`
+    /// must contain; its metadata is served at /.well-known/oauth-protected-resource
+    #[arg(long, value_name = "RESOURCE_URL", value_parser = name, requires = "oauth_issuer",
+          help_heading = HTTP)]
+    pub oauth_resource: Option<String>,
+    /// With --oauth-issuer: a scope every token must carry (repeatable); a token without it
+    /// gets 403 insufficient_scope
+    #[arg(long, value_name = "SCOPE", value_parser = name, requires = "oauth_issuer",
+          help_heading = HTTP)]
+    pub oauth_scope: Vec<String>,
+    /// With --oauth-issuer: the token claim that names the principal
+    #[arg(long, value_name = "CLAIM", default_value = "sub", value_parser = name,
+          help_heading = HTTP)]
+    pub oauth_principal_claim: String,
     /// Another Origin (and its host as Host) to accept besides the bound address (repeatable);
     /// any other gets 403
     #[arg(long, value_name = "ORIGIN", value_parser = name, requires = "http", help_heading = HTTP)]
@@ -298,6 +318,8 @@ pub struct HttpConfig {
     pub bind: String,
     /// The bearer-token file (`--auth-token-file`).
     pub auth_token_file: Option<PathBuf>,
+    /// OAuth resource-server mode (`--oauth-issuer` and the options beside it).
+    pub oauth: Option<OAuthConfig>,
     /// Further accepted origins (`--allowed-origin`).
     pub allowed_origins: Vec<String>,
     /// The largest request body (`--max-body-bytes`).
@@ -306,6 +328,21 @@ pub struct HttpConfig {
     pub max_sessions: usize,
     /// Bounds on connections, requests and streams.
     pub limits: HttpLimits,
+}
+
+/// `serve --http --oauth-issuer`: the server is an OAuth 2.1 resource server
+/// (docs/security.md, "OAuth mode").
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct OAuthConfig {
+    /// The authorization server whose tokens are accepted (`--oauth-issuer`): a token's `iss`
+    /// must equal it.
+    pub issuer: String,
+    /// This server's canonical URL (`--oauth-resource`): a token's `aud` must contain it.
+    pub resource: String,
+    /// Scopes every token must carry (`--oauth-scope`).
+    pub scopes: Vec<String>,
+    /// The claim naming the principal (`--oauth-principal-claim`, default `sub`).
+    pub principal_claim: String,
 }
 
 /// The bounds of `serve --http` on connections, requests and streams (docs/security.md, "HTTP
@@ -426,13 +463,14 @@ pub fn parse_serve(
 /// Options that mean something only beside another: (option, its flag, the one it needs).
 /// clap's `requires` says the same but lets it go when the needed option conflicts with one
 /// given (`--in-memory --idle-exit 5`); this check does not.
-const REQUIREMENTS: [(&str, &str, &str); 7] = [
+const REQUIREMENTS: [(&str, &str, &str); 8] = [
     ("lease_timeout", "--lease-timeout", "--store"),
     ("store_pool", "--store-pool", "--store"),
     ("store_writers", "--store-writers", "--store"),
     ("idle_exit", "--idle-exit", "--socket"),
     ("detach", "--detach", "--socket"),
     ("auth_token_file", "--auth-token-file", "--http"),
+    ("oauth_issuer", "--oauth-issuer", "--http"),
     ("allowed_origin", "--allowed-origin", "--http"),
 ];
 
@@ -488,6 +526,12 @@ impl ServeArgs {
             },
         };
         let max_message_bytes = narrow(self.max_message_bytes);
+        let oauth = self.oauth_issuer.map(|issuer| OAuthConfig {
+            issuer,
+            resource: self.oauth_resource.unwrap_or_default(),
+            scopes: self.oauth_scope,
+            principal_claim: self.oauth_principal_claim,
+        });
         let data_dir = match (self.in_memory || self.store.is_some(), self.data_dir) {
             (true, _) => None,
             (false, Some(dir)) => Some(dir),
@@ -515,6 +559,7 @@ impl ServeArgs {
             http: self.http.map(|bind| HttpConfig {
                 bind,
                 auth_token_file: self.auth_token_file,
+                oauth,
                 allowed_origins: self.allowed_origin,
                 max_body_bytes: self.max_body_bytes.map_or(max_message_bytes, narrow),
                 max_sessions: narrow(self.max_sessions),

@@ -705,8 +705,8 @@ impl ConnectionState {
         if mine + plain >= self.config.max_running_tasks {
             Err(ServerError::Limit {
                 reason: Reason::TaskLimit,
-                what: "too many tasks and tool calls running on this connection \
-                       (--max-running-tasks); retry when one has ended",
+                what: "too many tasks running for this principal, with this connection's \
+                       plain tool calls (--max-running-tasks); retry when one has ended",
             })
         } else if all + plain >= self.config.max_total_running_tasks {
             Err(ServerError::Limit {

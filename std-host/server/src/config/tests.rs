@@ -221,6 +221,7 @@ fn http_options() {
         Some(HttpConfig {
             bind: "127.0.0.1:0".into(),
             auth_token_file: Some(PathBuf::from("/t")),
+            oauth: None,
             allowed_origins: vec!["https://a".into(), "https://b".into()],
             max_body_bytes: DEFAULT_MAX_MESSAGE_BYTES,
             max_sessions: 3,
@@ -234,6 +235,56 @@ fn http_options() {
     assert_eq!(c.http.map(|h| h.max_body_bytes), Some(100));
     assert!(refused(&["--in-memory", "--auth-token-file", "/t"]).contains("--http"));
     assert!(refused(&["--in-memory", "--allowed-origin", "x"]).contains("--http"));
+    let c = run(
+        &[
+            "--in-memory",
+            "--http",
+            "h:1",
+            "--oauth-issuer",
+            "https://id.example",
+            "--oauth-resource",
+            "https://mcp.example/mcp",
+            "--oauth-scope",
+            "mcp:tasks",
+            "--oauth-scope",
+            "mcp:read",
+        ],
+        &[],
+    );
+    assert_eq!(
+        c.http.and_then(|h| h.oauth),
+        Some(OAuthConfig {
+            issuer: "https://id.example".into(),
+            resource: "https://mcp.example/mcp".into(),
+            scopes: vec!["mcp:tasks".into(), "mcp:read".into()],
+            principal_claim: "sub".into(),
+        })
+    );
+    let oauth = [
+        "--oauth-issuer",
+        "https://i",
+        "--oauth-resource",
+        "https://r",
+    ];
+    assert!(refused(&[&["--in-memory"][..], &oauth].concat()).contains("--http"));
+    assert!(refused(&[
+        "--in-memory",
+        "--http",
+        "h:1",
+        "--oauth-issuer",
+        "https://i"
+    ])
+    .contains("--oauth-resource"));
+    let both = [
+        &["--in-memory", "--http", "h:1", "--auth-token-file", "/t"][..],
+        &oauth,
+    ]
+    .concat();
+    assert!(
+        refused(&both).contains("cannot be used with"),
+        "{}",
+        refused(&both)
+    );
 }
 
 #[test]

@@ -18,9 +18,14 @@
 //! `spawn_blocking`; the runtime's threads only move bytes and wait on wake-ups.
 //!
 //! Security (in this order, before the body is read): `Host` / `Origin` (403), the bearer
-//! token (401), the method and `Content-Type` (405, 415), then the body limit (413).
+//! token (401) — a token of `--auth-token-file`, or an OAuth access token (`oauth.rs`: 401,
+//! or 403 for a missing scope) —, the method and `Content-Type` (405, 415), then the body
+//! limit (413). With `--oauth-issuer`, the metadata document is served (after the `Host` /
+//! `Origin` check, without a token).
 
 mod conn;
+mod jwt_ring;
+mod oauth;
 mod route;
 mod security;
 mod sse;
@@ -67,6 +72,8 @@ const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
 struct Server {
     process: Arc<Process>,
     tokens: Option<Tokens>,
+    /// `--oauth-issuer`: the resource server (exclusive with `tokens`).
+    oauth: Option<Arc<oauth::OAuth>>,
     origins: Origins,
     max_body: usize,
     max_sessions: usize,
@@ -115,9 +122,9 @@ pub fn serve_http(process: Arc<Process>, http: &HttpConfig) -> Result<(), ServeE
         }
         None => None,
     };
-    if !addr.ip().is_loopback() && tokens.is_none() {
+    if !addr.ip().is_loopback() && tokens.is_none() && http.oauth.is_none() {
         return Err(fail(format!(
-            "--http {addr}: a non-loopback address needs --auth-token-file"
+            "--http {addr}: a non-loopback address needs --auth-token-file or --oauth-issuer"
         )));
     }
     let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -129,6 +136,23 @@ pub fn serve_http(process: Arc<Process>, http: &HttpConfig) -> Result<(), ServeE
         .build()
         .map_err(|e| fail(format!("starting the runtime: {e}")))?;
     let result = runtime.block_on(async {
+        let oauth = match &http.oauth {
+            Some(config) => {
+                let o = oauth::OAuth::start(config).await.map_err(fail)?;
+                o.spawn_refresh();
+                Some(o)
+            }
+            None => None,
+        };
+        match (&tokens, &oauth) {
+            (Some(t), _) => log!(Info, "auth: bearer tokens of --auth-token-file ({t:?})"),
+            (None, Some(_)) => {}
+            (None, None) => log!(
+                Info,
+                "auth: none (loopback only): every client is principal {}",
+                process.config.principal
+            ),
+        }
         let listener = tokio::net::TcpListener::bind(addr)
             .await
             .map_err(|e| fail(format!("--http {addr}: {e}")))?;
@@ -139,6 +163,7 @@ pub fn serve_http(process: Arc<Process>, http: &HttpConfig) -> Result<(), ServeE
             origins: Origins::new(local, &http.allowed_origins),
             process: Arc::clone(&process),
             tokens,
+            oauth,
             max_body: http.max_body_bytes,
             max_sessions: http.max_sessions,
             sessions: Mutex::new(HashMap::new()),
@@ -267,7 +292,11 @@ pub(crate) fn is_response(line: &[u8]) -> bool {
 async fn handle(State(server): State<Arc<Server>>, request: Request) -> Response {
     let (parts, body) = request.into_parts();
     let headers = &parts.headers;
-    if parts.uri.path() != "/mcp" {
+    let metadata = server
+        .oauth
+        .as_ref()
+        .filter(|o| o.is_metadata_path(parts.uri.path()));
+    if parts.uri.path() != "/mcp" && metadata.is_none() {
         return status(StatusCode::NOT_FOUND);
     }
     if !server.origins.allows(
@@ -282,9 +311,16 @@ async fn handle(State(server): State<Arc<Server>>, request: Request) -> Response
             None,
         );
     }
-    let principal = match &server.tokens {
-        None => server.process.config.principal.clone(),
-        Some(t) => {
+    if let Some(o) = metadata {
+        return o.metadata(&parts.method);
+    }
+    let principal = match (&server.tokens, &server.oauth) {
+        (None, Some(o)) => match o.authorize(headers.get(header::AUTHORIZATION)).await {
+            Ok(p) => p,
+            Err(refused) => return refused,
+        },
+        (None, None) => server.process.config.principal.clone(),
+        (Some(t), _) => {
             match t.principal(
                 headers
                     .get(header::AUTHORIZATION)
