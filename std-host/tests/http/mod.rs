@@ -10,4 +10,5 @@ pub(crate) mod client;
 mod conformance;
 mod hostile;
 mod long_lived;
+mod ops;
 mod scale;
