@@ -193,6 +193,9 @@ impl ServerBuilder {
         let http = self.config.http.clone();
         let socket = self.config.socket.zip(self.config.data_dir.clone());
         let process = self.start().map_err(ServeError::Start)?;
+        if let Some(addr) = &process.config.metrics_addr {
+            super::http::serve_ops(Arc::clone(&process), addr)?;
+        }
         if let Some((socket, dir)) = socket {
             if socket.detach {
                 // Away from the terminal and the process group of whoever started it.

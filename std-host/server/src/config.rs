@@ -151,6 +151,10 @@ pub struct ServeArgs {
     #[arg(long, value_name = "HOST:PORT", value_parser = name, help_heading = HTTP,
           conflicts_with_all = ["socket"])]
     pub http: Option<String>,
+    /// Serve only /metrics (Prometheus text), /healthz and /readyz, unauthenticated, at
+    /// http://HOST:PORT (any transport; with --http they are also at --http's address)
+    #[arg(long, value_name = "HOST:PORT", value_parser = name)]
+    pub metrics_addr: Option<String>,
     /// Lines `TOKEN PRINCIPAL`: each request needs `Authorization: Bearer TOKEN` (401
     /// otherwise) and acts as PRINCIPAL
     #[arg(long, value_name = "FILE", requires = "http", help_heading = HTTP)]
@@ -218,6 +222,11 @@ pub struct ServeArgs {
     #[arg(long, value_name = "N", default_value_t = DEFAULT_MAX_BODY_MEMORY_BYTES as u64,
           help_heading = HTTP, value_parser = clap::value_parser!(u64).range(1 << 16..=1 << 34))]
     pub max_body_memory_bytes: u64,
+    /// Seconds between SIGTERM and the end of the streams: /readyz answers 503 at once while
+    /// everything is still served, so a load balancer stops sending new clients first
+    #[arg(long, value_name = "SECS", default_value_t = 0, help_heading = HTTP,
+          value_parser = clap::value_parser!(u64).range(0..=3600))]
+    pub drain_secs: u64,
     /// Serve the Unix socket `taskstream.sock` inside the data dir (0600; peers of another user
     /// are refused); each accepted socket is one connection
     #[arg(long, help_heading = SOCKET, conflicts_with = "in_memory")]
@@ -296,6 +305,8 @@ pub struct ServeConfig {
     pub store_pool: usize,
     /// With `store_url`: the writer connections (`--store-writers`).
     pub store_writers: usize,
+    /// Where to serve only `/metrics`, `/healthz` and `/readyz` (`--metrics-addr`).
+    pub metrics_addr: Option<String>,
 }
 
 /// The options of `serve --socket`.
@@ -328,6 +339,8 @@ pub struct HttpConfig {
     pub max_sessions: usize,
     /// Bounds on connections, requests and streams.
     pub limits: HttpLimits,
+    /// How long readiness fails before the streams end, after SIGTERM (`--drain-secs`).
+    pub drain: std::time::Duration,
 }
 
 /// `serve --http --oauth-issuer`: the server is an OAuth 2.1 resource server
@@ -403,6 +416,7 @@ impl ServeConfig {
             lease_timeout: crate::store::DEFAULT_LEASE_TIMEOUT,
             store_pool: crate::store::DEFAULT_PG_POOL_SIZE,
             store_writers: crate::store::DEFAULT_PG_WRITERS,
+            metrics_addr: None,
         }
     }
 }
@@ -463,7 +477,7 @@ pub fn parse_serve(
 /// Options that mean something only beside another: (option, its flag, the one it needs).
 /// clap's `requires` says the same but lets it go when the needed option conflicts with one
 /// given (`--in-memory --idle-exit 5`); this check does not.
-const REQUIREMENTS: [(&str, &str, &str); 8] = [
+const REQUIREMENTS: [(&str, &str, &str); 9] = [
     ("lease_timeout", "--lease-timeout", "--store"),
     ("store_pool", "--store-pool", "--store"),
     ("store_writers", "--store-writers", "--store"),
@@ -472,6 +486,7 @@ const REQUIREMENTS: [(&str, &str, &str); 8] = [
     ("auth_token_file", "--auth-token-file", "--http"),
     ("oauth_issuer", "--oauth-issuer", "--http"),
     ("allowed_origin", "--allowed-origin", "--http"),
+    ("drain_secs", "--drain-secs", "--http"),
 ];
 
 /// Refuses an option given on the command line without the option it needs
@@ -556,8 +571,10 @@ impl ServeArgs {
             principal,
             durability: self.durability,
             max_total_running_tasks: narrow(self.max_total_running_tasks),
+            metrics_addr: self.metrics_addr,
             http: self.http.map(|bind| HttpConfig {
                 bind,
+                drain: std::time::Duration::from_secs(self.drain_secs),
                 auth_token_file: self.auth_token_file,
                 oauth,
                 allowed_origins: self.allowed_origin,

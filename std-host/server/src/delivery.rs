@@ -180,6 +180,7 @@ fn pump(shared: &ConnectionState, buf: &mut Vec<u8>) -> bool {
                     "stream {id} of task {} fell behind retention",
                     meta.task_id
                 );
+                crate::metrics::METRICS.events_gone(crate::metrics::Gone::Overtaken);
                 let e = ServerError::EventsGone {
                     task_id: meta.task_id,
                     earliest,

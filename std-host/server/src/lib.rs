@@ -103,6 +103,7 @@ mod heap;
 mod http;
 mod input;
 mod io;
+mod metrics;
 mod plain;
 pub(crate) mod process;
 pub mod socket;
@@ -658,6 +659,7 @@ impl ConnectionState {
                 let now = Instant::now();
                 let mut failures = self.failures();
                 if let Err(wait) = failures.admit(now) {
+                    metrics::METRICS.refused(metrics::Limit::FailedLookups);
                     return Err(ServerError::TooManyFailures {
                         retry_after_ms: u64::try_from(wait.as_millis()).unwrap_or(u64::MAX).max(1),
                     });
@@ -702,6 +704,11 @@ impl ConnectionState {
     fn refuse_over_running_limit(&self) -> Result<(), ServerError> {
         let (mine, all) = self.process.running(&self.config.principal);
         let plain = self.plain.len();
+        let refused = mine + plain >= self.config.max_running_tasks
+            || all + plain >= self.config.max_total_running_tasks;
+        if refused {
+            metrics::METRICS.refused(metrics::Limit::Tasks);
+        }
         if mine + plain >= self.config.max_running_tasks {
             Err(ServerError::Limit {
                 reason: Reason::TaskLimit,

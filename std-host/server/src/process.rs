@@ -94,6 +94,8 @@ pub struct Process {
     /// The failed-lookup allowance of each principal, for connections that share one (HTTP).
     failures: Mutex<HashMap<String, Arc<Mutex<FailedLookups>>>>,
     shutdown: AtomicBool,
+    /// SIGTERM arrived: not ready, though still serving (`--drain-secs`).
+    draining: AtomicBool,
     /// Wakes the sweep thread at shutdown.
     shutdown_signal: (Mutex<bool>, Condvar),
     sweep: Mutex<Option<JoinHandle<()>>>,
@@ -126,6 +128,7 @@ impl Process {
         tools: Registry,
         extra: Extra,
     ) -> std::io::Result<Arc<Process>> {
+        let store: Arc<dyn TaskStore> = Arc::new(crate::metrics::Metered(store));
         let process = Arc::new(Process {
             config,
             store,
@@ -139,6 +142,7 @@ impl Process {
             wakers: Mutex::new(HashMap::new()),
             failures: Mutex::new(HashMap::new()),
             shutdown: AtomicBool::new(false),
+            draining: AtomicBool::new(false),
             shutdown_signal: (Mutex::new(false), Condvar::new()),
             sweep: Mutex::new(None),
             asked: Mutex::new(HashMap::new()),
@@ -169,6 +173,17 @@ impl Process {
     #[must_use]
     pub fn config(&self) -> &ServeConfig {
         &self.config
+    }
+
+    /// Marks the process as draining: `/readyz` answers 503 from now on, while everything is
+    /// still served until [`begin_shut_down`](Self::begin_shut_down).
+    pub(crate) fn begin_draining(&self) {
+        self.draining.store(true, Ordering::Relaxed);
+    }
+
+    /// Whether the process drains or shuts down (not ready for new clients).
+    pub(crate) fn is_draining(&self) -> bool {
+        self.draining.load(Ordering::Relaxed) || self.is_shutting_down()
     }
 
     /// Whether [`shut_down`](Self::shut_down) has begun.

@@ -72,6 +72,8 @@ pub(crate) struct StreamMeta {
     pub(crate) era: rpc::Era,
     /// The task id as sent.
     pub(crate) task_id: String,
+    /// Counts the stream as open while the table holds it.
+    pub(crate) _open: crate::metrics::OpenStream,
 }
 
 impl Streams {
@@ -129,6 +131,10 @@ impl ConnectionState {
         streams.table.check_open(key).map_err(open_error)?;
         let start = resume::decide(params.after, view.retained, lifecycle(&view))
             .map_err(|e| ServerError::from_resume(e, task_id))?;
+        if let resume::Resume::Replay { from } = start {
+            crate::metrics::METRICS
+                .stream_opened(view.retained.next().get().saturating_sub(from.get()));
+        }
         let era = match codec {
             Codec::Legacy => rpc::Era::Legacy,
             Codec::Modern => rpc::Era::Modern,
@@ -140,6 +146,7 @@ impl ConnectionState {
             meta: StreamMeta {
                 era,
                 task_id: task_id.to_owned(),
+                _open: crate::metrics::OpenStream::new(),
             },
         })
     }
@@ -276,6 +283,7 @@ impl Detached {
                     break;
                 }
                 Pump::Gone { id, earliest, .. } => {
+                    crate::metrics::METRICS.events_gone(crate::metrics::Gone::Overtaken);
                     let e = ServerError::EventsGone {
                         task_id: self.task_id.clone(),
                         earliest,
@@ -364,11 +372,14 @@ impl ConnectionState {
 /// in between, or an internal error for a retained event storage could not give back.
 pub(crate) fn missed_line<T, M>(end: &Missed<T, M>, task_id: &str, era: rpc::Era) -> Vec<u8> {
     match end {
-        Missed::Gone { id, earliest, .. } => ServerError::EventsGone {
-            task_id: task_id.to_owned(),
-            earliest: *earliest,
+        Missed::Gone { id, earliest, .. } => {
+            crate::metrics::METRICS.events_gone(crate::metrics::Gone::Overtaken);
+            ServerError::EventsGone {
+                task_id: task_id.to_owned(),
+                earliest: *earliest,
+            }
+            .line(Some(id))
         }
-        .line(Some(id)),
         Missed::Complete { id, .. } => wire::stream_result_line(id, era),
         Missed::Unreadable { id, .. } => {
             ServerError::Internal(super::delivery::READ_FAILED.into()).line(Some(id))
@@ -379,7 +390,10 @@ pub(crate) fn missed_line<T, M>(end: &Missed<T, M>, task_id: &str, era: rpc::Era
 fn open_error(e: OpenError) -> ServerError {
     match e {
         OpenError::StreamActive => ServerError::Core(rpc::RpcError::STREAM_ACTIVE),
-        OpenError::StreamLimit => ServerError::Core(rpc::RpcError::STREAM_LIMIT),
+        OpenError::StreamLimit => {
+            crate::metrics::METRICS.refused(crate::metrics::Limit::Streams);
+            ServerError::Core(rpc::RpcError::STREAM_LIMIT)
+        }
         OpenError::DuplicateId => {
             ServerError::InvalidRequest("an active request already uses this id")
         }

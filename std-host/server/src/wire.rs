@@ -78,10 +78,13 @@ impl ServerError {
     /// The answer to a refused resume (the core's decision, mapped by the core).
     pub(crate) fn from_resume(err: ResumeError, task_id: &str) -> ServerError {
         match err {
-            ResumeError::EventsGone { earliest } => ServerError::EventsGone {
-                task_id: task_id.to_owned(),
-                earliest,
-            },
+            ResumeError::EventsGone { earliest } => {
+                crate::metrics::METRICS.events_gone(crate::metrics::Gone::Cursor);
+                ServerError::EventsGone {
+                    task_id: task_id.to_owned(),
+                    earliest,
+                }
+            }
             ResumeError::CursorAhead { .. } => {
                 ServerError::Core(rpc::RpcError::from_resume(err, ""))
             }

@@ -12,7 +12,8 @@
 use taskstream_core::{Millis, RetentionPolicy, Seq};
 
 use super::{
-    AppendError, ChangeSignal, RawEvent, Store, StoreError, TaskRecord, TaskStatus, TaskView,
+    AppendError, ChangeSignal, RawEvent, Store, StoreError, StoreStats, TaskRecord, TaskStatus,
+    TaskView,
 };
 
 /// The storage interface of the server (see the module docs). Shared between threads.
@@ -128,6 +129,38 @@ pub trait TaskStore: Send + Sync {
     /// Applies retention at `now` (by count, age and terminal retention); returns how many
     /// tasks were removed.
     fn sweep(&self, now: Millis) -> usize;
+
+    /// What kind of store this is, for metrics: `data_dir`, `memory` or `postgres`.
+    fn kind(&self) -> &'static str;
+
+    /// Whether the store can take writes now (for a readiness probe): `Err` says why not.
+    /// By default, whether it has not failed.
+    ///
+    /// # Errors
+    /// Why the store cannot take writes now.
+    fn health(&self) -> Result<(), String> {
+        if self.has_failed() {
+            Err("storage failed (fail-stop)".into())
+        } else {
+            Ok(())
+        }
+    }
+
+    /// Counters of what storage did (the data dir's log), where the store keeps them.
+    fn stats(&self) -> Option<StoreStats> {
+        None
+    }
+
+    /// The bytes counted against `--max-store-bytes` and the limit, where the store counts
+    /// them.
+    fn budget(&self) -> Option<(u64, u64)> {
+        None
+    }
+
+    /// A shared store's connection pool: connections in use and the pool's size.
+    fn pool(&self) -> Option<(usize, usize)> {
+        None
+    }
 }
 
 impl TaskStore for Store {
@@ -203,5 +236,21 @@ impl TaskStore for Store {
 
     fn sweep(&self, now: Millis) -> usize {
         Store::sweep(self, now)
+    }
+
+    fn kind(&self) -> &'static str {
+        if self.config().data_dir.is_some() {
+            "data_dir"
+        } else {
+            "memory"
+        }
+    }
+
+    fn stats(&self) -> Option<StoreStats> {
+        Some(Store::stats(self))
+    }
+
+    fn budget(&self) -> Option<(u64, u64)> {
+        Some((self.stored_bytes(), self.config().max_store_bytes))
     }
 }

@@ -70,6 +70,7 @@ mod log;
 pub mod pg;
 mod raw;
 mod recovery;
+pub mod stats;
 mod tree;
 mod wal;
 
@@ -614,6 +615,11 @@ impl Store {
     /// switched to leaves the old one in use; one after it stops the store (fail-stop).
     pub fn rebuild_index(&self) -> Result<(), StoreError> {
         self.engine.rebuild_index()
+    }
+
+    /// The configuration the store was opened with.
+    pub fn config(&self) -> &StoreConfig {
+        &self.config
     }
 
     /// What [`open`](Self::open) recovered.

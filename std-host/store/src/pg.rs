@@ -55,7 +55,7 @@
 //! is told), the connection is dropped and the next call reconnects.
 
 use std::collections::{HashMap, HashSet};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{mpsc, Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -323,6 +323,10 @@ struct Replica {
     read_ahead: Mutex<HashMap<String, std::collections::VecDeque<RawEvent>>>,
     stop: AtomicBool,
     stop_signal: (Mutex<bool>, Condvar),
+    /// When the store opened: the origin of `renewed`.
+    opened: Instant,
+    /// Milliseconds after `opened` of the last heartbeat renewal that reached the database.
+    renewed: AtomicU64,
 }
 
 /// One append queued for the writer, its seq taken.
@@ -447,6 +451,8 @@ impl PgStore {
                 .collect(),
             stop: AtomicBool::new(false),
             stop_signal: (Mutex::new(false), Condvar::new()),
+            opened: Instant::now(),
+            renewed: AtomicU64::new(0),
         });
         let mut client = inner.connect()?;
         migrate(&mut client).map_err(|e| match e {
@@ -1427,12 +1433,16 @@ impl Replica {
         let period = self.lease_timeout / 4;
         while !self.stop.load(Ordering::SeqCst) {
             let started = Instant::now();
-            let _ = self.with_unbounded("cannot renew the lease", true, |c| {
+            let renewed = self.with_unbounded("cannot renew the lease", true, |c| {
                 c.execute(
                     "UPDATE taskstream_replicas SET heartbeat = now() WHERE id = $1",
                     &[&self.replica],
                 )
             });
+            if renewed.is_ok() {
+                let at = u64::try_from(self.opened.elapsed().as_millis()).unwrap_or(u64::MAX);
+                self.renewed.store(at, Ordering::Relaxed);
+            }
             let _ = self.reap();
             self.pause(period.saturating_sub(started.elapsed()));
         }
@@ -1619,6 +1629,35 @@ impl TaskStore for PgStore {
 
     fn is_shared(&self) -> bool {
         true
+    }
+
+    fn kind(&self) -> &'static str {
+        "postgres"
+    }
+
+    fn health(&self) -> Result<(), String> {
+        // Renewals come every quarter of the lease timeout: two missed in a row (the database
+        // unreachable, or too slow) and the replica is no longer ready, well before its leases
+        // expire (three missed).
+        let r = &self.inner;
+        let now = u64::try_from(r.opened.elapsed().as_millis()).unwrap_or(u64::MAX);
+        let last = r.renewed.load(Ordering::Relaxed);
+        let limit = u64::try_from((r.lease_timeout / 2).as_millis()).unwrap_or(u64::MAX);
+        if now.saturating_sub(last) > limit {
+            Err(format!(
+                "PostgreSQL ({}): the lease was not renewed for {} ms",
+                r.target,
+                now.saturating_sub(last)
+            ))
+        } else {
+            Ok(())
+        }
+    }
+
+    fn pool(&self) -> Option<(usize, usize)> {
+        let r = &self.inner;
+        let in_use = *lock(&r.in_use.0);
+        Some((in_use, r.pool_size))
     }
 
     fn create_task(&self, record: TaskRecord, now: Millis) -> Result<(), AppendError> {

@@ -112,7 +112,7 @@ fn io_err<'a>(context: &'static str, path: &'a Path) -> impl FnOnce(io::Error) -
 }
 
 /// Counters of what the log did, for tests and measurements.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct WalStats {
     /// `fdatasync` calls on segment files.
     pub syncs: u64,
@@ -122,14 +122,49 @@ pub struct WalStats {
     pub bytes: u64,
     /// Segments created.
     pub segments: u64,
+    /// Records per group commit (`group` and `none` mode): how well commits batch.
+    pub batch_records: crate::stats::Histogram,
+    /// Per group commit, microseconds from its first record entering the log's buffer to the
+    /// commit being durable: the longest append-to-durable wait of the batch.
+    pub commit_wait_micros: crate::stats::Histogram,
 }
 
-#[derive(Default)]
+impl Default for WalStats {
+    fn default() -> WalStats {
+        WalStats {
+            syncs: 0,
+            writes: 0,
+            bytes: 0,
+            segments: 0,
+            batch_records: crate::stats::Histogram::default(),
+            commit_wait_micros: crate::stats::Histogram {
+                bounds: &crate::stats::MICROS_BOUNDS,
+                ..crate::stats::Histogram::default()
+            },
+        }
+    }
+}
+
 struct Counters {
     syncs: AtomicU64,
     writes: AtomicU64,
     bytes: AtomicU64,
     segments: AtomicU64,
+    batch_records: crate::stats::AtomicHistogram,
+    commit_wait_micros: crate::stats::AtomicHistogram,
+}
+
+impl Default for Counters {
+    fn default() -> Counters {
+        Counters {
+            syncs: AtomicU64::new(0),
+            writes: AtomicU64::new(0),
+            bytes: AtomicU64::new(0),
+            segments: AtomicU64::new(0),
+            batch_records: crate::stats::AtomicHistogram::new(&crate::stats::BATCH_BOUNDS),
+            commit_wait_micros: crate::stats::AtomicHistogram::new(&crate::stats::MICROS_BOUNDS),
+        }
+    }
 }
 
 /// The active segment.
@@ -149,6 +184,10 @@ struct Segment {
 struct Queue {
     /// Bytes submitted but not yet written.
     pending: Vec<u8>,
+    /// Records in `pending`.
+    pending_records: u64,
+    /// When the first record of `pending` was submitted.
+    pending_since: Option<std::time::Instant>,
     /// A recycled buffer for the next batch.
     spare: Vec<u8>,
     /// The LSN after everything submitted.
@@ -422,6 +461,10 @@ impl Wal {
         let mut q = lock(&self.queue);
         self.check()?;
         let at = q.submitted;
+        if q.pending_records == 0 {
+            q.pending_since = Some(std::time::Instant::now());
+        }
+        q.pending_records += 1;
         q.pending.extend_from_slice(bytes);
         q.advance_submitted(bytes.len() as u64);
         self.submitted.store(q.submitted, Ordering::Relaxed);
@@ -511,6 +554,8 @@ impl Wal {
         let end = q.submitted;
         let number = q.batch;
         q.batch += 1;
+        let records = std::mem::take(&mut q.pending_records);
+        let since = q.pending_since.take();
         drop(q);
         let (result, synced) = {
             let mut seg = lock(&self.segment);
@@ -529,6 +574,7 @@ impl Wal {
         q.spare = batch;
         if result.is_ok() {
             q.advance_durable(end, synced, self.mode == Durability::None);
+            self.record_commit(records, since);
         }
         // A failure was recorded by `write` or `sync` (W4); the caller wakes every waiter.
         (q, number, result)
@@ -628,9 +674,15 @@ impl Wal {
         let mut seg = lock(&self.segment);
         let mut queue = (self.mode != Durability::Event).then(|| lock(&self.queue));
         self.check()?;
+        let mut committed = (0, None);
         if let Some(q) = queue.as_deref_mut() {
             debug_assert!(!q.flushing, "rotate runs only when the log is quiescent");
             let batch = std::mem::take(&mut q.pending);
+            // The commit's figures are taken with the batch; recorded once it is durable.
+            committed = (
+                std::mem::take(&mut q.pending_records),
+                q.pending_since.take(),
+            );
             self.write(&mut seg, &batch)?;
             debug_assert_eq!(
                 seg.start + seg.len,
@@ -644,6 +696,7 @@ impl Wal {
         let end = seg.start + seg.len;
         if let Some(q) = queue.as_deref_mut() {
             q.advance_durable(end, seg.synced, self.mode == Durability::None);
+            self.record_commit(committed.0, committed.1);
         }
         drop(queue);
         if seg.len == 0 {
@@ -694,6 +747,20 @@ impl Wal {
             writes: self.counters.writes.load(Ordering::Relaxed),
             bytes: self.counters.bytes.load(Ordering::Relaxed),
             segments: self.counters.segments.load(Ordering::Relaxed),
+            batch_records: self.counters.batch_records.snapshot(),
+            commit_wait_micros: self.counters.commit_wait_micros.snapshot(),
+        }
+    }
+
+    /// Records a commit of `records` records, the first submitted at `since`.
+    fn record_commit(&self, records: u64, since: Option<std::time::Instant>) {
+        if records == 0 {
+            return;
+        }
+        self.counters.batch_records.record(records);
+        if let Some(since) = since {
+            let micros = u64::try_from(since.elapsed().as_micros()).unwrap_or(u64::MAX);
+            self.counters.commit_wait_micros.record(micros);
         }
     }
 }

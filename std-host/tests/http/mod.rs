@@ -11,4 +11,5 @@ mod conformance;
 mod hostile;
 mod long_lived;
 mod oauth;
+mod ops;
 mod scale;

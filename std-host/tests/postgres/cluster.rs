@@ -75,6 +75,11 @@ impl Cluster {
         run(&["restart", &self.pg()]);
     }
 
+    /// Starts a stopped (or killed) server again on its port.
+    pub(crate) fn resume(&self) {
+        run(&["resume", &self.pg()]);
+    }
+
     /// Stops the server at once (immediate shutdown), leaving it down.
     pub(crate) fn kill(&self) {
         run(&["kill", &self.pg()]);

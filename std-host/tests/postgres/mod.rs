@@ -470,3 +470,45 @@ async fn an_http_stream_on_one_replica_follows_a_task_running_on_another() {
     assert_eq!(seqs, want, "every event, gap-free, to the terminal one");
     assert_eq!(on_b.status(&task).await, "completed");
 }
+
+/// `/readyz` of a replica follows its database: 200, then 503 once the replica cannot renew its
+/// heartbeat (the database stopped), then 200 again when the database is back; `/healthz`
+/// stays 200 throughout.
+#[test]
+fn readiness_follows_the_database() {
+    if !cluster::enabled() {
+        return;
+    }
+    let pg = Cluster::start();
+    let url = pg.db("ready");
+    let lease = LEASE_SECS.to_string();
+    let server = http_client::Server::start_on(&["--store", &url], &["--lease-timeout", &lease]);
+    let base = format!("http://127.0.0.1:{}", server.port);
+    let rt = tokio::runtime::Runtime::new().expect("runtime");
+    let status = |path: &str| {
+        rt.block_on(async {
+            reqwest::get(format!("{base}{path}"))
+                .await
+                .expect("probe")
+                .status()
+                .as_u16()
+        })
+    };
+    let wait_for = |want: u16| {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let got = status("/readyz");
+            if got == want {
+                return;
+            }
+            assert!(Instant::now() < deadline, "/readyz {got}, wanted {want}");
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    };
+    wait_for(200);
+    pg.kill();
+    wait_for(503);
+    assert_eq!(status("/healthz"), 200);
+    pg.resume();
+    wait_for(200);
+}

@@ -226,6 +226,7 @@ fn http_options() {
             max_body_bytes: DEFAULT_MAX_MESSAGE_BYTES,
             max_sessions: 3,
             limits: HttpLimits::default(),
+            drain: std::time::Duration::ZERO,
         })
     );
     let c = run(

@@ -26,6 +26,7 @@
 mod conn;
 mod jwt_ring;
 mod oauth;
+mod ops;
 mod route;
 mod security;
 mod sse;
@@ -50,6 +51,7 @@ use super::wire::ServerError;
 use super::{ConnectionState, Process, ServeError};
 use crate::config::{HttpConfig, HttpLimits};
 use crate::log::log;
+pub(crate) use ops::serve_ops;
 use route::Router;
 use security::{Origins, Tokens};
 
@@ -174,7 +176,7 @@ pub fn serve_http(process: Arc<Process>, http: &HttpConfig) -> Result<(), ServeE
             ))),
         });
         let app = axum::Router::new()
-            .fallback(handle)
+            .fallback(ops::serve)
             .with_state(Arc::clone(&server));
         let signal = shutdown_signal()?;
         log!(Info, "listening on http://{local}/mcp");
@@ -183,6 +185,7 @@ pub fn serve_http(process: Arc<Process>, http: &HttpConfig) -> Result<(), ServeE
             let process = Arc::clone(&process);
             let stopping = Arc::clone(&stopping);
             let store = Arc::clone(&process.store);
+            let drain = http.drain;
             async move {
                 // A signal, or storage failing (fail-stop, as on stdio: every stream is told,
                 // then the server exits for its supervisor to restart it into recovery).
@@ -192,7 +195,15 @@ pub fn serve_http(process: Arc<Process>, http: &HttpConfig) -> Result<(), ServeE
                     }
                 };
                 tokio::select! {
-                    () = signal => {}
+                    () = signal => {
+                        // Not ready at once; still serving for --drain-secs, so a load
+                        // balancer takes this server out before its streams end.
+                        process.begin_draining();
+                        if !drain.is_zero() {
+                            log!(Info, "draining for {} s (/readyz answers 503)", drain.as_secs());
+                            tokio::time::sleep(drain).await;
+                        }
+                    }
                     () = failed => log!(Error, "storage failed; every client is told; the server stops (restart it to recover)"),
                 }
                 log!(Info, "shutting down");

@@ -56,6 +56,7 @@ impl Server {
         modern: bool,
     ) -> Response {
         let Some(slot) = self.stream_slot(&principal) else {
+            crate::metrics::METRICS.refused(crate::metrics::Limit::Streams);
             return json_response(PRINCIPAL_STREAM_LIMIT.line(Some(&id)));
         };
         let raw = params.to_string().into_bytes();
@@ -172,6 +173,7 @@ impl Server {
             );
         };
         let Some(slot) = self.stream_slot(&session.principal) else {
+            crate::metrics::METRICS.refused(crate::metrics::Limit::Streams);
             let line = PRINCIPAL_STREAM_LIMIT.line(Some(&old.id));
             return sse_response(futures_util::stream::iter([Ok(sse::event(None, &line))]));
         };

@@ -361,6 +361,7 @@ impl ConnectionState {
         let (key, view) = self.task_param(params)?;
         if !view.record.status.is_terminal() {
             if pending.waiters.len() >= self.config.max_running_tasks {
+                crate::metrics::METRICS.refused(crate::metrics::Limit::Waiters);
                 return Err(ServerError::Limit {
                     reason: Reason::WaiterLimit,
                     what: "too many tasks/result requests waiting on this connection",
