@@ -24,7 +24,8 @@ RETAINED = 8
 
 
 def fail(message: str) -> None:
-    print(f"check_metrics: FAIL: {message}", file=sys.stderr)
+    # The interop runner's convention: the last line says `error: ...` (or `ok`).
+    print(f"error: {message}")
     sys.exit(1)
 
 
@@ -128,8 +129,9 @@ def run(proc: subprocess.Popen) -> None:
               "one append-to-durable wait per commit")
         for path in ("/healthz", "/readyz"):
             check(c.get(f"{url}{path}").status_code == 200, f"{path} not 200")
-    print(f"check_metrics: ok ({len(samples)} samples parsed, {appended} events appended, "
-          f"{int(batches)} group commits)")
+    print(f"check_metrics: {len(samples)} samples parsed, {appended} events appended, "
+          f"{int(batches)} group commits")
+    print("ok")
 
 
 if __name__ == "__main__":
