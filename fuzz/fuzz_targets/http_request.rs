@@ -45,6 +45,8 @@ fn port() -> u16 {
             max_body_bytes: 64 * 1024,
             max_sessions: 64,
             limits,
+            oauth: None,
+            drain: Duration::ZERO,
         });
         std::thread::spawn(move || {
             let served = ServerBuilder::new("fuzz", "0")
