@@ -851,41 +851,30 @@ impl Server {
         match collected {
             Ok(Ok(c)) => Ok((c.to_bytes(), permit)),
             Ok(Err(e)) if e.is::<http_body_util::LengthLimitError>() => Err(too_large()),
-            Ok(Err(_)) => {
-                let mut r = http_error(
-                    StatusCode::BAD_REQUEST,
-                    ErrorCode::InvalidRequest,
-                    "Bad Request: the request body is malformed (its framing could not be read)",
-                    None,
-                );
-                // Framing lost: the connection cannot carry another request.
-                r.headers_mut()
-                    .insert(header::CONNECTION, HeaderValue::from_static("close"));
-                Err(r)
-            }
-            Err(_) => {
-                let mut r = http_error(
-                    StatusCode::REQUEST_TIMEOUT,
-                    ErrorCode::InvalidRequest,
-                    "Request Timeout: the request body did not arrive in time (--body-timeout)",
-                    None,
-                );
-                r.headers_mut()
-                    .insert(header::CONNECTION, HeaderValue::from_static("close"));
-                Err(r)
-            }
+            // Framing lost: the connection cannot carry another request.
+            Ok(Err(_)) => Err(body_refusal(
+                StatusCode::BAD_REQUEST,
+                "Bad Request: the request body is malformed (its framing could not be read)",
+            )),
+            Err(_) => Err(body_refusal(
+                StatusCode::REQUEST_TIMEOUT,
+                "Request Timeout: the request body did not arrive in time (--body-timeout)",
+            )),
         }
     }
 }
 
 fn too_large() -> Response {
-    let mut r = http_error(
+    body_refusal(
         StatusCode::PAYLOAD_TOO_LARGE,
-        ErrorCode::InvalidRequest,
         "Payload Too Large: the body exceeds --max-body-bytes",
-        None,
-    );
-    // The rest of the body is not read: the connection cannot carry another request.
+    )
+}
+
+/// A refusal of a request whose body was not read to its end: the connection cannot carry
+/// another request, so the answer says it closes.
+fn body_refusal(status: StatusCode, message: &str) -> Response {
+    let mut r = http_error(status, ErrorCode::InvalidRequest, message, None);
     r.headers_mut()
         .insert(header::CONNECTION, HeaderValue::from_static("close"));
     r
