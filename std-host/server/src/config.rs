@@ -11,7 +11,7 @@ use clap::builder::{PossibleValuesParser, TypedValueParser};
 use clap::{Args, CommandFactory, FromArgMatches};
 use taskstream_core::{Millis, RetentionPolicy};
 
-use crate::store::{Durability, DEFAULT_INDEX_CACHE_BYTES, DEFAULT_MAX_STORE_BYTES};
+use taskstream_store::{Durability, DEFAULT_INDEX_CACHE_BYTES, DEFAULT_MAX_STORE_BYTES};
 
 /// The most active `tasks/stream` requests one connection may hold, whatever `--max-streams`
 /// says (the capacity of the server's stream table).
@@ -75,19 +75,19 @@ pub struct ServeArgs {
     /// With --store: a replica's running tasks end failed this long after it stopped renewing
     /// its lease
     #[arg(long, value_name = "SECS", requires = "store",
-          default_value_t = crate::store::DEFAULT_LEASE_TIMEOUT.as_secs(),
+          default_value_t = taskstream_store::DEFAULT_LEASE_TIMEOUT.as_secs(),
           value_parser = clap::value_parser!(u64).range(1..=86_400))]
     pub lease_timeout: u64,
     /// With --store: how many database connections reads (replays, tasks/get) may hold at
     /// once, beside the writers' own
     #[arg(long, value_name = "N", requires = "store",
-          default_value_t = crate::store::DEFAULT_PG_POOL_SIZE as u64,
+          default_value_t = taskstream_store::DEFAULT_PG_POOL_SIZE as u64,
           value_parser = clap::value_parser!(u64).range(1..=1024))]
     pub store_pool: u64,
     /// With --store: how many connections commit batches of events side by side (each task's
     /// events always through the same one)
     #[arg(long, value_name = "N", requires = "store",
-          default_value_t = crate::store::DEFAULT_PG_WRITERS as u64,
+          default_value_t = taskstream_store::DEFAULT_PG_WRITERS as u64,
           value_parser = clap::value_parser!(u64).range(1..=16))]
     pub store_writers: u64,
     /// Events retained per task
@@ -413,9 +413,9 @@ impl ServeConfig {
             http: None,
             socket: None,
             store_url: None,
-            lease_timeout: crate::store::DEFAULT_LEASE_TIMEOUT,
-            store_pool: crate::store::DEFAULT_PG_POOL_SIZE,
-            store_writers: crate::store::DEFAULT_PG_WRITERS,
+            lease_timeout: taskstream_store::DEFAULT_LEASE_TIMEOUT,
+            store_pool: taskstream_store::DEFAULT_PG_POOL_SIZE,
+            store_writers: taskstream_store::DEFAULT_PG_WRITERS,
             metrics_addr: None,
         }
     }

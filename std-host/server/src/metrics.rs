@@ -16,9 +16,8 @@ use prometheus_client::metrics::MetricType;
 use prometheus_client::registry::{Registry, Unit};
 use taskstream_core::{Millis, RetentionPolicy, Seq};
 
-use crate::process::Process;
-use crate::store::stats::Histogram;
-use crate::store::{
+use taskstream_store::stats::Histogram;
+use taskstream_store::{
     AppendError, ChangeSignal, RawEvent, StoreError, StoreStats, TaskRecord, TaskStatus, TaskStore,
     TaskView,
 };
@@ -228,31 +227,28 @@ impl TaskStore for Metered {
     }
 }
 
-/// Whether the process is ready for traffic (`/readyz`): `Err` says why not.
-///
-/// # Errors
-/// Shutting down, or the store cannot take writes.
-pub(crate) fn ready(process: &Process) -> Result<(), String> {
-    if process.is_draining() {
-        return Err("shutting down".into());
-    }
-    process.store.health()
-}
-
 /// The content type of [`encode`]'s text.
 pub(crate) const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
 
-/// Every metric of the process, in the Prometheus text format.
-pub(crate) fn encode(process: &Arc<Process>) -> String {
+/// Every metric of the process, in the Prometheus text format: the counters of [`METRICS`],
+/// what `store` reports when asked, and `ready` (whether `/readyz` answers 200).
+pub(crate) fn encode(store: &Arc<dyn TaskStore>, ready: bool) -> String {
     let mut registry = Registry::default();
-    registry.register_collector(Box::new(Scrape(Arc::clone(process))));
+    registry.register_collector(Box::new(Scrape {
+        store: Arc::clone(store),
+        ready,
+    }));
     let mut out = String::new();
     // Writing to a String fails only if a metric's encoding does; then what was written stands.
     let _ = prometheus_client::encoding::prometheus_text::encode(&mut out, &registry);
     out
 }
 
-struct Scrape(Arc<Process>);
+/// One scrape: the store read as it is asked, readiness as it was when the scrape began.
+struct Scrape {
+    store: Arc<dyn TaskStore>,
+    ready: bool,
+}
 
 impl fmt::Debug for Scrape {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -297,8 +293,7 @@ impl prometheus_client::collector::Collector for Scrape {
         &self,
         mut enc: prometheus_client::encoding::DescriptorEncoder,
     ) -> Result<(), fmt::Error> {
-        let process = &self.0;
-        let store = &process.store;
+        let store = &self.store;
         let kind = [("store", store.kind())];
         let m = &METRICS;
 
@@ -494,7 +489,7 @@ impl prometheus_client::collector::Collector for Scrape {
             "1 when /readyz answers 200: the store takes writes and the server is not \
              shutting down.",
             None,
-            i64::from(ready(process).is_ok()),
+            i64::from(self.ready),
         )
     }
 }

@@ -41,10 +41,10 @@ use serde_json::{json, Map, Value};
 use crate::config;
 use crate::log::log;
 use crate::process::Forward;
+use crate::process::Process;
 use crate::tool::{
     check_result, error_message, AskError, Handler, TaskContext, Tool, ToolError, ToolResult,
 };
-use crate::Process;
 use child::{error, CallMessage, ChildServer, Relay, INNER_VERSION};
 
 /// The event type of a log message tied to a call.
@@ -447,7 +447,7 @@ pub fn main(args: impl Iterator<Item = OsString>) -> ExitCode {
         instructions.push_str("\n\n");
         instructions.push_str(i);
     }
-    let mut builder = crate::ServerBuilder::new(name, env!("CARGO_PKG_VERSION"))
+    let mut builder = crate::builder::ServerBuilder::new(name, env!("CARGO_PKG_VERSION"))
         .config(config)
         .instructions(instructions)
         .capabilities(capabilities)

@@ -46,11 +46,13 @@ use serde_json::{json, Value};
 use taskstream_core::rpc::ErrorCode;
 use taskstream_core::RequestId;
 
-use super::era::Session;
-use super::wire::ServerError;
-use super::{ConnectionState, Process, ServeError};
 use crate::config::{HttpConfig, HttpLimits};
+use crate::engine::ConnectionState;
+use crate::error::ServeError;
 use crate::log::log;
+use crate::process::Process;
+use crate::wire::era::Session;
+use crate::wire::ServerError;
 pub(crate) use ops::serve_ops;
 use route::Router;
 use security::{Origins, Tokens};
@@ -224,7 +226,7 @@ pub fn serve_http(process: Arc<Process>, http: &HttpConfig) -> Result<(), ServeE
     drop(runtime);
     p.shut_down();
     if p.store.has_failed() {
-        std::process::exit(super::delivery::EXIT_STORAGE_FAILED);
+        std::process::exit(crate::wire::EXIT_STORAGE_FAILED);
     }
     result
 }
@@ -552,7 +554,7 @@ impl Server {
                 let shared = Arc::new(ConnectionState::new(
                     &self.process,
                     &principal,
-                    super::io::Output::unbuffered(Box::new(router.writer())),
+                    crate::io::Output::unbuffered(Box::new(router.writer())),
                     Some(failures),
                     false,
                     1,
@@ -619,7 +621,7 @@ impl Server {
         let shared = Arc::new(ConnectionState::new(
             &self.process,
             &principal,
-            super::io::Output::unbuffered(Box::new(router.writer())),
+            crate::io::Output::unbuffered(Box::new(router.writer())),
             Some(self.process.failures_of(&principal)),
             false,
             self.process.config.max_streams,
@@ -891,7 +893,7 @@ const SESSION_HEADER_VERSIONS: [&str; 3] = ["2025-03-26", "2025-06-18", "2025-11
 fn supported_versions() -> impl Iterator<Item = &'static str> {
     SESSION_HEADER_VERSIONS
         .into_iter()
-        .chain([super::wire::MODERN_VERSION])
+        .chain([crate::wire::MODERN_VERSION])
 }
 
 /// The version `MCP-Protocol-Version` names: `None` when the header is absent (the transport
@@ -908,7 +910,7 @@ fn check_session_version(headers: &HeaderMap) -> Option<Response> {
     match header_version(headers) {
         None => None,
         Some(Some(v)) if SESSION_HEADER_VERSIONS.contains(&v) => None,
-        Some(Some(v)) if v == super::wire::MODERN_VERSION => Some(version_refusal(
+        Some(Some(v)) if v == crate::wire::MODERN_VERSION => Some(version_refusal(
             ErrorCode::InvalidRequest,
             "Bad Request: MCP-Protocol-Version 2026-07-28 in a 2025-11-25 session (2026-07-28 \
              has no sessions)",

@@ -87,7 +87,10 @@ fn plain(status: StatusCode, text: &str) -> Response {
 fn answer(process: &Arc<Process>, path: Path) -> Response {
     match path {
         Path::Metrics => {
-            let mut r = Response::new(Body::from(metrics::encode(process)));
+            let mut r = Response::new(Body::from(metrics::encode(
+                &process.store,
+                process.readiness().is_ok(),
+            )));
             r.headers_mut().insert(
                 header::CONTENT_TYPE,
                 HeaderValue::from_static(metrics::CONTENT_TYPE),
@@ -95,7 +98,7 @@ fn answer(process: &Arc<Process>, path: Path) -> Response {
             r
         }
         Path::Health => plain(StatusCode::OK, "ok\n"),
-        Path::Ready => match metrics::ready(process) {
+        Path::Ready => match process.readiness() {
             Ok(()) => plain(StatusCode::OK, "ready\n"),
             Err(why) => plain(
                 StatusCode::SERVICE_UNAVAILABLE,

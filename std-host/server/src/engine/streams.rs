@@ -1,39 +1,31 @@
-//! `tasks/stream` (SEP-2694): admitting a stream and cancelling one. Delivery is
-//! [`super::delivery`]'s.
-//!
-//! Every decision is the core's: params by [`rpc::parse_stream_params`] (RS-01, RS-02, A-02),
-//! admission by [`StreamTable::check_open`] *before* the resume decision (so a second stream is
-//! refused as `stream_active` whatever its cursor, TS-05 / TS-06; the limit is SE-07), the
-//! start by [`resume::decide`] (RS-03..RS-07, EG-01, A-01), and the per-connection state by the
-//! table. This file only looks the task up (principal-checked, SE-01 / SE-03) and writes.
+//! The streams of one connection, and one stream delivered on its own (an HTTP response):
+//! per-stream state, as the core's [`StreamTable`] keeps it, and the lines a stream ends with.
+//! Nothing here knows the connection; [`super::stream`] admits streams into it and
+//! [`super::delivery`] pumps them.
 //!
 //! **Architecture invariant**: the table (which carries each stream's metadata, so no second
-//! map can drift from it) and every write of a stream frame happen under one lock
-//! ([`Streams`]), so after `notifications/cancelled` is
-//! handled no frame of that stream is written (DX-04), and a stream is removed from the table
-//! before its final result is written (a client that reopens on reading it is never refused).
+//! map can drift from it) and every write of a stream frame happen under one lock (the
+//! connection's [`Streams`]), so after `notifications/cancelled` is handled no frame of that
+//! stream is written (DX-04), and a stream is removed from the table before its final result
+//! is written (a client that reopens on reading it is never refused).
 
 use std::collections::VecDeque;
-use std::sync::MutexGuard;
 
 use taskstream_core::rpc;
-use taskstream_core::streams::{Missed, OpenError, Opened, Progress, Pump};
-use taskstream_core::{resume, RequestId, Seq, StreamTable};
+use taskstream_core::streams::{Missed, OpenError, Progress, Pump};
+use taskstream_core::{RequestId, Seq, StreamTable};
 
-use super::era::Codec;
-use super::era::Era;
-use super::tasks::lifecycle;
-use super::wire::{self, ServerError};
-use super::ConnectionState;
 use crate::config::MAX_STREAMS_CAPACITY;
 use crate::log::log;
-use crate::store::{RawEvent, TaskStore};
+use crate::wire::task::{lifecycle, UNREADABLE};
+use crate::wire::{self, ServerError};
+use taskstream_store::{RawEvent, TaskStore};
 
 /// The core's table of a connection, allocated on its first change: a connection that never
 /// opens a stream (most HTTP requests) costs no table.
 pub(crate) struct LazyTable {
-    limit: usize,
-    table: Option<Box<ConnTable>>,
+    pub(crate) limit: usize,
+    pub(crate) table: Option<Box<ConnTable>>,
 }
 
 /// The core's table as a connection holds it: keyed by task id as a `u128`, with each stream's
@@ -99,109 +91,20 @@ impl Streams {
     }
 }
 
-impl ConnectionState {
-    /// `tasks/stream`: admits the stream (answering at once when there is nothing to send,
-    /// RS-04 / RS-06) or refuses it.
-    ///
-    /// # Errors
-    /// The refusal, for the caller to answer.
-    pub(crate) fn open_stream(
-        &self,
-        id: &RequestId,
-        era: Era,
-        raw_params: &[u8],
-    ) -> Result<(), ServerError> {
-        self.try_open_stream(id, era, raw_params).inspect_err(|e| {
-            log!(Debug, "tasks/stream {id} refused: {:?}", e.code());
-        })
-    }
-
-    /// Parses a `tasks/stream` request's params, looks its task up (principal-checked) and
-    /// asks the core: admission by the connection's table, then the resume decision. The
-    /// streams lock is taken before the lookup and handed back held, so the decision and the
-    /// caller's opening see one state.
-    fn admit_stream(&self, era: Era, raw: &[u8]) -> Result<Admission<'_>, ServerError> {
-        let codec = Codec::for_method(era, "tasks/stream")?;
-        let params = rpc::parse_stream_params(raw).map_err(|e| ServerError::Core(e.into()))?;
-        let task_id = params.task_id.as_str();
-        let streams = self.streams();
-        let (key, view) = self
-            .visible_task(task_id)
-            .ok_or(ServerError::UNKNOWN_TASK)?;
-        streams.table.check_open(key).map_err(open_error)?;
-        let start = resume::decide(params.after, view.retained, lifecycle(&view))
-            .map_err(|e| ServerError::from_resume(e, task_id))?;
-        if let resume::Resume::Replay { from } = start {
-            crate::metrics::METRICS
-                .stream_opened(view.retained.next().get().saturating_sub(from.get()));
-        }
-        let era = match codec {
-            Codec::Legacy => rpc::Era::Legacy,
-            Codec::Modern => rpc::Era::Modern,
-        };
-        Ok(Admission {
-            streams,
-            key,
-            start,
-            meta: StreamMeta {
-                era,
-                task_id: task_id.to_owned(),
-                _open: crate::metrics::OpenStream::new(),
-            },
-        })
-    }
-
-    fn try_open_stream(&self, id: &RequestId, era: Era, raw: &[u8]) -> Result<(), ServerError> {
-        let Admission {
-            mut streams,
-            key,
-            start,
-            meta,
-        } = self.admit_stream(era, raw)?;
-        let era = meta.era;
-        match streams
-            .table
-            .open_with(id.clone(), key, start, meta)
-            .map_err(open_error)?
-        {
-            Opened::Complete => {
-                // RS-04 / RS-06: nothing to send and nothing will come.
-                self.out.send(&wire::stream_result_line(id, era));
-            }
-            Opened::Streaming => {
-                drop(streams);
-                // Wake the delivery thread for the replay.
-                self.store.changes().notify();
-            }
-        }
-        Ok(())
-    }
-}
-
-/// A `tasks/stream` request the connection admitted and the core decided, with the
-/// connection's streams still locked.
-struct Admission<'a> {
-    streams: MutexGuard<'a, Streams>,
-    /// The task, as the table keys it.
-    key: u128,
-    /// Where the stream starts ([`resume::decide`]).
-    start: resume::Resume,
-    /// Its era and task id, as sent.
-    meta: StreamMeta,
-}
-
 /// One `tasks/stream` delivered outside the connection's delivery thread (an HTTP response):
 /// its own one-entry stream table, pumped by [`poll`](Self::poll) on a blocking thread each
 /// time its task's wake-up fires. The rules are the core's, as on stdio: where it starts is
 /// [`resume::decide`], what comes next is [`StreamTable::poll`].
 pub(crate) struct Detached {
-    table: StreamTable<u128, 1>,
+    /// Its own one-entry table.
+    pub(crate) table: StreamTable<u128, 1>,
     /// The task, as a key and as sent.
     pub(crate) key: u128,
     pub(crate) task_id: String,
     /// The `tasks/stream` request.
     pub(crate) id: RequestId,
-    era: rpc::Era,
+    /// Its era, for the shape of the final result.
+    pub(crate) era: rpc::Era,
 }
 
 /// What a [`Detached`] stream writes next.
@@ -236,7 +139,7 @@ impl Detached {
                 lifecycle: lifecycle(&v),
             }),
             // Unreadable now: wait as if nothing new had come (polled again), never "gone".
-            Err(_) => Some(super::tasks::UNREADABLE),
+            Err(_) => Some(crate::wire::task::UNREADABLE),
         };
         let mut ahead: VecDeque<RawEvent> = VecDeque::new();
         let mut buf = Vec::new();
@@ -272,7 +175,7 @@ impl Detached {
                     }
                     // The read missed it (retention dropped it since the snapshot, or storage
                     // failed): the table says how the stream ends, never with a skip.
-                    let now = super::delivery::progress_now(store, &self.task_id);
+                    let now = progress_now(store, &self.task_id);
                     if let Some(end) = self.table.missed(self.key, seq, now) {
                         frames.push(Frame::End(missed_line(&end, &self.task_id, self.era)));
                     }
@@ -297,76 +200,6 @@ impl Detached {
     }
 }
 
-impl ConnectionState {
-    /// Opens `tasks/stream` request `id` as a [`Detached`] stream, under the failed-lookup
-    /// allowance. The connection's table admits it (one stream per task, the stream limit)
-    /// and, when `held` (a connection that outlives the request), keeps it until
-    /// [`release_detached`](Self::release_detached).
-    ///
-    /// # Errors
-    /// The refusal, for the caller to answer with `id`.
-    pub(crate) fn open_detached(
-        &self,
-        id: &RequestId,
-        era: Era,
-        raw: &[u8],
-        held: bool,
-    ) -> Result<DetachedStart, ServerError> {
-        self.guarded(|| {
-            if self.plain.contains(id) || self.pending().waiters.iter().any(|(_, w)| w == id) {
-                return Err(ServerError::InvalidRequest(
-                    "an active request already uses this id",
-                ));
-            }
-            let Admission {
-                mut streams,
-                key,
-                start,
-                meta,
-            } = self.admit_stream(era, raw)?;
-            let era = meta.era;
-            let mut table = StreamTable::new(1);
-            match table.open(id.clone(), key, start).map_err(open_error)? {
-                Opened::Complete => Ok(DetachedStart::Complete(wire::stream_result_line(id, era))),
-                Opened::Streaming => {
-                    let task_id = meta.task_id.clone();
-                    if held {
-                        // Held in the connection's table for admission only: no delivery
-                        // thread pumps it (an HTTP session has none); the detached stream does.
-                        streams
-                            .table
-                            .open_with(id.clone(), key, start, meta)
-                            .map_err(open_error)?;
-                    }
-                    Ok(DetachedStart::Streaming(Box::new(Detached {
-                        table,
-                        key,
-                        task_id,
-                        id: id.clone(),
-                        era,
-                    })))
-                }
-            }
-        })
-        .inspect_err(|e| log!(Debug, "tasks/stream {id} refused: {:?}", e.code()))
-    }
-
-    /// Whether the connection still holds the detached stream of request `id` (a
-    /// `notifications/cancelled` ends the hold, TS-08).
-    pub(crate) fn holds_detached(&self, id: &RequestId) -> bool {
-        self.streams().table.cursor(id).is_some()
-    }
-
-    /// Ends the connection's hold of the detached stream of request `id` (it ended, or its
-    /// HTTP response was closed: the task runs on).
-    pub(crate) fn release_detached(&self, id: &RequestId) {
-        if let Some(table) = self.streams().table.table.as_mut() {
-            // Released either way: an id that names no stream any more holds nothing.
-            let _released = table.cancel(id);
-        }
-    }
-}
-
 /// The last line of a stream whose event could not be read, as the table decided
 /// ([`StreamTable::missed`]): `events_gone` (RS-07), the empty result of a task that expired
 /// in between, or an internal error for a retained event storage could not give back.
@@ -382,12 +215,12 @@ pub(crate) fn missed_line<T, M>(end: &Missed<T, M>, task_id: &str, era: rpc::Era
         }
         Missed::Complete { id, .. } => wire::stream_result_line(id, era),
         Missed::Unreadable { id, .. } => {
-            ServerError::Internal(super::delivery::READ_FAILED.into()).line(Some(id))
+            ServerError::Internal(crate::wire::READ_FAILED.into()).line(Some(id))
         }
     }
 }
 
-fn open_error(e: OpenError) -> ServerError {
+pub(crate) fn open_error(e: OpenError) -> ServerError {
     match e {
         OpenError::StreamActive => ServerError::Core(rpc::RpcError::STREAM_ACTIVE),
         OpenError::StreamLimit => {
@@ -397,5 +230,18 @@ fn open_error(e: OpenError) -> ServerError {
         OpenError::DuplicateId => {
             ServerError::InvalidRequest("an active request already uses this id")
         }
+    }
+}
+
+/// A task's progress as the pump needs it, read now. Storage that cannot be read now (a shared
+/// store's database is away) reads as nothing new: the stream waits and is polled again, and
+/// is never told the task is gone.
+pub(crate) fn progress_now(store: &dyn TaskStore, task_id: &str) -> Option<Progress> {
+    match store.lookup(task_id) {
+        Ok(view) => view.map(|v| Progress {
+            retained: v.retained,
+            lifecycle: lifecycle(&v),
+        }),
+        Err(_) => Some(UNREADABLE),
     }
 }
