@@ -131,14 +131,21 @@ impl ServerBuilder {
         }
     }
 
-    /// Capabilities beyond `tools` and `tasks` (the gateway's relayed ones).
-    pub(crate) fn capabilities(mut self, caps: Map<String, Value>) -> ServerBuilder {
+    /// Capabilities beyond `tools` and `tasks` that `initialize` and `server/discover`
+    /// declare (`resources`, `prompts`, `logging`, `completions`, …): for a server that
+    /// answers those requests through a [`Forward`] (the gateway relays another server's).
+    /// They never replace `tools`, `tasks` or `extensions`.
+    #[must_use]
+    pub fn capabilities(mut self, caps: Map<String, Value>) -> ServerBuilder {
         self.capabilities = caps;
         self
     }
 
-    /// Where requests other than tools and Tasks go (the gateway).
-    pub(crate) fn forward(mut self, forward: Arc<dyn Forward>) -> ServerBuilder {
+    /// Where the requests and notifications that this server does not answer itself go, for
+    /// the methods that `forward` [`handles`](Forward::handles) (the gateway passes them to
+    /// the server behind it).
+    #[must_use]
+    pub fn forward(mut self, forward: Arc<dyn Forward>) -> ServerBuilder {
         self.forward = Some(forward);
         self
     }

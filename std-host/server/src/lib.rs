@@ -40,13 +40,22 @@
 //! | --- | --- |
 //! | [`tool`] | the public tool API: [`tool::Tool`], [`tool::TaskContext`], served by [`ServerBuilder`] |
 //! | [`config`] | the options of `taskstream serve` ([`config::ServeConfig`]) |
-//! | [`gateway`] | `taskstream gateway`: taskstream in front of any stdio MCP server |
 //! | [`connect`] | `taskstream connect`: the stdio relay to a data dir's long-lived server |
 //! | [`log`] | the stderr subscriber of the binaries (text or JSON) |
 //! | [`store`] | the crate [`taskstream_store`], re-exported: tasks and their event logs |
 //! | `workloads` | `taskstream serve`'s own tools (`emit`, `run_trace`), on [`tool`]; its [`trace`]s are public |
 //!
-//! The server itself (this crate's root and the private modules below it):
+//! The server itself is built in floors, each module importing only the floors below it (no
+//! module imports this root, which only declares and re-exports; `ARCHITECTURE.md` draws
+//! them), from the ground up:
+//!
+//! | floor | modules | owns |
+//! | --- | --- | --- |
+//! | the ground | `wire` (`era`, `task`), `io`, `metrics`, `error`, [`config`], [`log`], `guard`, `cancel`, `heap`, `input` | pure functions of bytes and values (errors, the eras and their codecs, a task on the wire), the line framing and the one output writer, counters, small state that knows no server |
+//! | the tool API | [`tool`], `workloads`, `tools` | the public tool API and `serve`'s own tools |
+//! | the process | `process` ([`Process`]) | what lives as long as the process: the store handle, tasks and their threads, the sweep, the step workers; it sees a connection only as a `Peer` |
+//! | the engine | `engine` ([`Connection`]) | one connection's state, split by lifetime (the process's handles, the connection's own, one entry per stream), and its decisions: dispatch, Tasks, `tasks/stream`, plain calls, delivery |
+//! | the transports | `stdio` ([`serve`]), [`socket`], `http` ([`serve_http`]), `builder` ([`ServerBuilder`]), [`connect`] | thin adapters that own their I/O |
 //!
 //! Threads (see `ARCHITECTURE.md`, "Concurrency"):
 //! - the **reader** (the caller of [`serve`]) reads stdin line by line, classifies each line with
@@ -66,24 +75,9 @@
 //! [`serve`] is the stdio loop; it only frames lines and hands each to a [`Connection`], which
 //! is the whole server minus the framing. Tests and the `server` fuzz target drive a
 //! [`Connection`] in process with any writer.
-//!
-//! | module | owns |
-//! | --- | --- |
-//! | `io` | stdin framing loop (on the core's `LineReader`), the stdout writer |
-//! | `wire` | the error type and writers (on the core's `rpc`) |
-//! | `era` | the two protocol eras in one place: which era a request is in, the Tasks codec each speaks (`Codec`), `initialize`, `server/discover`, result dressing |
-//! | `tools` | tool definitions and argument validation |
-//! | `tasks` | task creation, the Tasks methods in both codecs, task threads |
-//! | `plain` | plain tool calls, progress |
-//! | `stream` | `tasks/stream` admission and cancellation |
-//! | `delivery` | the delivery thread |
-//! | `cancel` | a sleep-interruptible cancellation flag |
-//! | `guard` | the failed-lookup limit (SE-07, resume attempts) |
-//! | `socket` | `serve --socket`: the data dir's Unix socket, one connection per peer |
 
 pub mod config;
 pub mod connect;
-pub mod gateway;
 pub mod log;
 pub mod tool;
 mod workloads;
@@ -121,6 +115,6 @@ pub use builder::{open_store, ArgsError, ServerBuilder};
 pub use engine::Connection;
 pub use error::ServeError;
 pub use http::serve_http;
-pub use process::Process;
+pub use process::{Forward, Process};
 pub use socket::serve_socket;
 pub use stdio::serve;

@@ -12,6 +12,13 @@
 //! gone is simply skipped. Lock order: a connection's locks → `conns` → `runners`; `wakers` is
 //! a leaf. No lock here is held across store I/O except `runners` in `cancel_task` (a map
 //! lookup, then released before the store is called).
+//!
+//! Why one file past ~600 lines: everything here is one struct's, [`Process`], whose fields
+//! are private to this file: starting, running and ending tasks (and their sink), the sweep,
+//! the wake-ups and the requests asked of clients share its locks and their order (above).
+//! A part moved to a file below it would have to reach back up into `Process`; the part that
+//! stands alone, the scheduler of stepped tasks, is `process/steps.rs`, and it sees the
+//! process only as a `Host`.
 
 use std::collections::HashMap;
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -269,7 +276,7 @@ impl Process {
     /// # Errors
     /// The JSON-RPC error object to pass back: the client's own, or one saying that no client
     /// was connected or that it did not answer in time.
-    pub(crate) fn ask_client(
+    pub fn ask_client(
         &self,
         principal: Option<&str>,
         method: &str,
@@ -917,8 +924,12 @@ impl Extra {
     }
 }
 
-/// Requests a server passes on instead of answering (the gateway's).
-pub(crate) trait Forward: Send + Sync {
+/// Requests a server passes on instead of answering (a gateway's: to the server behind it),
+/// given to [`ServerBuilder::forward`](crate::ServerBuilder::forward). A request of a method it
+/// [`handles`](Self::handles) is passed on from a thread of its own and answered with what
+/// [`request`](Self::request) returns; the modern `_meta` keys of the request are this hop's
+/// and are taken off first.
+pub trait Forward: Send + Sync {
     /// Whether requests of `method` are passed on.
     fn handles(&self, method: &str) -> bool;
     /// Passes a request on and waits for its answer (a result, or a JSON-RPC error object).

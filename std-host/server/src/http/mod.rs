@@ -22,6 +22,11 @@
 //! or 403 for a missing scope) —, the method and `Content-Type` (405, 415), then the body
 //! limit (413). With `--oauth-issuer`, the metadata document is served (after the `Host` /
 //! `Origin` check, without a token).
+//!
+//! Why one file past ~600 lines: it is the `/mcp` handler, one request's path from the checks
+//! above to the engine and back, read in the order a request takes; the parts that stand on
+//! their own are the files beside it (`route`, `streams`, `sse`, `conn`, `security`, `oauth`,
+//! `ops`).
 
 mod conn;
 mod jwt_ring;
