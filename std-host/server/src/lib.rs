@@ -91,6 +91,7 @@ pub use workloads::trace;
 // The ground: pure functions of bytes and values, and small tools with no state of the server.
 mod cancel;
 mod error;
+mod follow;
 mod guard;
 mod heap;
 mod input;

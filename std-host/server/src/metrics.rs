@@ -109,15 +109,26 @@ impl Metrics {
 }
 
 /// Held by each open stream (in its entry of the connection's table): counts it in
-/// `taskstream_streams_open` for as long as it lives, however the stream ends.
+/// `taskstream_streams_open` and lists it among the task's followers ([`crate::follow`]) for
+/// as long as it lives, however the stream ends.
 #[derive(Debug)]
-pub(crate) struct OpenStream(());
+pub(crate) struct OpenStream(crate::follow::Follower);
 
 impl OpenStream {
-    /// Counts a stream as open until this is dropped.
-    pub(crate) fn new() -> OpenStream {
+    /// Counts a stream of `task_id` that starts at seq `start` as open until this is dropped.
+    pub(crate) fn new(task_id: &str, start: u64) -> OpenStream {
         METRICS.streams_open.fetch_add(1, Ordering::Relaxed);
-        OpenStream(())
+        OpenStream(crate::follow::Follower::new(task_id, start))
+    }
+
+    /// The frame carrying `seq` was written to the client (for its lag).
+    pub(crate) fn delivered(&self, seq: u64) {
+        self.0.delivered(seq);
+    }
+
+    /// A handle that records this stream's deliveries where its frames are written.
+    pub(crate) fn delivery(&self) -> crate::follow::Delivery {
+        self.0.delivery()
     }
 }
 
@@ -226,6 +237,10 @@ impl TaskStore for Metered {
         self.0.pool()
     }
 }
+
+/// The upper bounds of `taskstream_stream_lag_events`' buckets (events).
+static LAG_BOUNDS: [u64; taskstream_store::stats::BUCKETS - 1] =
+    [0, 1, 2, 4, 8, 16, 64, 256, 1024, 4096, 16384, 65536];
 
 /// The content type of [`encode`]'s text.
 pub(crate) const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
@@ -373,6 +388,29 @@ impl prometheus_client::collector::Collector for Scrape {
             None,
             m.streams_open.load(Ordering::Relaxed),
         )?;
+        {
+            // Each open stream's lag: the events its task has that it has not delivered yet.
+            let mut next_of: std::collections::HashMap<String, u64> =
+                std::collections::HashMap::new();
+            let lags = taskstream_store::stats::AtomicHistogram::new(&LAG_BOUNDS);
+            for (task_id, stream_next) in crate::follow::snapshot() {
+                let task_next = *next_of
+                    .entry(task_id)
+                    .or_insert_with_key(|id| store.task(id).map_or(0, |v| v.retained.next().get()));
+                lags.record(crate::follow::lag(task_next, stream_next));
+            }
+            Hist {
+                h: lags.snapshot(),
+                divisor: 1.0,
+            }
+            .encode(enc.encode_descriptor(
+                "taskstream_stream_lag_events",
+                "Open tasks/stream streams by lag when scraped: events their task has (latest \
+                 seq + 1) that the stream has not delivered yet.",
+                None,
+                MetricType::Histogram,
+            )?)?;
+        }
         counter(
             &mut enc,
             "taskstream_replays",

@@ -145,6 +145,7 @@ fn pump(shared: &ConnectionState, buf: &mut Vec<u8>) -> bool {
                         ev.event_type(),
                         ev.payload(),
                     ));
+                    meta.open.delivered(seq.get());
                     continue;
                 }
                 // The read missed it (retention dropped it since the snapshot, or storage

@@ -56,6 +56,10 @@ impl ConnectionState {
             crate::metrics::METRICS
                 .stream_opened(view.retained.next().get().saturating_sub(from.get()));
         }
+        let first = match start {
+            resume::Resume::Replay { from } | resume::Resume::Live { from } => from.get(),
+            resume::Resume::Complete => view.retained.next().get(),
+        };
         let era = match codec {
             Codec::Legacy => rpc::Era::Legacy,
             Codec::Modern => rpc::Era::Modern,
@@ -67,7 +71,7 @@ impl ConnectionState {
             meta: StreamMeta {
                 era,
                 task_id: task_id.to_owned(),
-                _open: crate::metrics::OpenStream::new(),
+                open: crate::metrics::OpenStream::new(task_id, first),
             },
         })
     }
@@ -144,20 +148,26 @@ impl ConnectionState {
                 Opened::Complete => Ok(DetachedStart::Complete(wire::stream_result_line(id, era))),
                 Opened::Streaming => {
                     let task_id = meta.task_id.clone();
-                    if held {
+                    let delivery = meta.open.delivery();
+                    let open = if held {
                         // Held in the connection's table for admission only: no delivery
                         // thread pumps it (an HTTP session has none); the detached stream does.
                         streams
                             .table
                             .open_with(id.clone(), key, start, meta)
                             .map_err(open_error)?;
-                    }
+                        None
+                    } else {
+                        Some(meta.open)
+                    };
                     Ok(DetachedStart::Streaming(Box::new(Detached {
                         table,
                         key,
                         task_id,
                         id: id.clone(),
                         era,
+                        _open: open,
+                        delivery,
                     })))
                 }
             }

@@ -64,8 +64,8 @@ pub(crate) struct StreamMeta {
     pub(crate) era: rpc::Era,
     /// The task id as sent.
     pub(crate) task_id: String,
-    /// Counts the stream as open while the table holds it.
-    pub(crate) _open: crate::metrics::OpenStream,
+    /// Counts the stream as open, and follows its delivery, while the table holds it.
+    pub(crate) open: crate::metrics::OpenStream,
 }
 
 impl Streams {
@@ -105,6 +105,10 @@ pub(crate) struct Detached {
     pub(crate) id: RequestId,
     /// Its era, for the shape of the final result.
     pub(crate) era: rpc::Era,
+    /// Counts the stream as open while it lives, unless the connection's table holds it.
+    pub(crate) _open: Option<crate::metrics::OpenStream>,
+    /// Records each frame handed out, for the stream's lag.
+    pub(crate) delivery: crate::follow::Delivery,
 }
 
 /// What a [`Detached`] stream writes next.
@@ -170,6 +174,7 @@ impl Detached {
                             ev.payload(),
                         )
                         .to_vec();
+                        self.delivery.delivered(seq.get());
                         frames.push(Frame::Event { seq, line });
                         continue;
                     }
