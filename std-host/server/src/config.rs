@@ -231,6 +231,9 @@ pub struct ServeArgs {
     #[arg(long, value_name = "SECS", default_value_t = 0, help_heading = HTTP,
           value_parser = clap::value_parser!(u64).range(0..=3600))]
     pub drain_secs: u64,
+    /// Turn off the live status page (`GET /`, `/status.js`, `/status.json`)
+    #[arg(long, help_heading = HTTP)]
+    pub no_status_page: bool,
     /// Serve the Unix socket `taskstream.sock` inside the data dir (0600; peers of another user
     /// are refused); each accepted socket is one connection
     #[arg(long, help_heading = SOCKET, conflicts_with = "in_memory")]
@@ -345,6 +348,8 @@ pub struct HttpConfig {
     pub limits: HttpLimits,
     /// How long readiness fails before the streams end, after SIGTERM (`--drain-secs`).
     pub drain: std::time::Duration,
+    /// Serve the live status page at `/` (off with `--no-status-page`).
+    pub status_page: bool,
 }
 
 /// `serve --http --oauth-issuer`: the server is an OAuth 2.1 resource server
@@ -481,7 +486,7 @@ pub fn parse_serve(
 /// Options that mean something only beside another: (option, its flag, the one it needs).
 /// clap's `requires` says the same but lets it go when the needed option conflicts with one
 /// given (`--in-memory --idle-exit 5`); this check does not.
-const REQUIREMENTS: [(&str, &str, &str); 9] = [
+const REQUIREMENTS: [(&str, &str, &str); 10] = [
     ("lease_timeout", "--lease-timeout", "--store"),
     ("store_pool", "--store-pool", "--store"),
     ("store_writers", "--store-writers", "--store"),
@@ -491,6 +496,7 @@ const REQUIREMENTS: [(&str, &str, &str); 9] = [
     ("oauth_issuer", "--oauth-issuer", "--http"),
     ("allowed_origin", "--allowed-origin", "--http"),
     ("drain_secs", "--drain-secs", "--http"),
+    ("no_status_page", "--no-status-page", "--http"),
 ];
 
 /// Refuses an option given on the command line without the option it needs
@@ -579,6 +585,7 @@ impl ServeArgs {
             http: self.http.map(|bind| HttpConfig {
                 bind,
                 drain: std::time::Duration::from_secs(self.drain_secs),
+                status_page: !self.no_status_page,
                 auth_token_file: self.auth_token_file,
                 oauth,
                 allowed_origins: self.allowed_origin,

@@ -13,3 +13,4 @@ mod long_lived;
 mod oauth;
 mod ops;
 mod scale;
+mod status;

@@ -227,6 +227,7 @@ fn http_options() {
             max_sessions: 3,
             limits: HttpLimits::default(),
             drain: std::time::Duration::ZERO,
+            status_page: true,
         })
     );
     let c = run(

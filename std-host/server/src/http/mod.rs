@@ -35,6 +35,7 @@ mod ops;
 mod route;
 mod security;
 mod sse;
+mod status;
 mod streams;
 
 use std::collections::HashMap;
@@ -93,6 +94,9 @@ struct Server {
     limits: HttpLimits,
     /// Request bodies in memory across all connections, in KiB (`--max-body-memory-bytes`).
     body_budget: Arc<tokio::sync::Semaphore>,
+    /// Serve the status page (`GET /`, `/status.js`, `/status.json`); off with
+    /// `--no-status-page`.
+    status_page: bool,
 }
 
 /// A 2025-11-25 session: one engine connection.
@@ -181,6 +185,7 @@ pub fn serve_http(process: Arc<Process>, http: &HttpConfig) -> Result<(), ServeE
             body_budget: Arc::new(tokio::sync::Semaphore::new(kib(
                 http.limits.max_body_memory_bytes,
             ))),
+            status_page: http.status_page,
         });
         let app = axum::Router::new()
             .fallback(ops::serve)
@@ -332,32 +337,9 @@ async fn handle(State(server): State<Arc<Server>>, request: Request) -> Response
     if let Some(o) = metadata {
         return o.metadata(&parts.method);
     }
-    let principal = match (&server.tokens, &server.oauth) {
-        (None, Some(o)) => match o.authorize(headers.get(header::AUTHORIZATION)).await {
-            Ok(p) => p,
-            Err(refused) => return refused,
-        },
-        (None, None) => server.process.config.principal.clone(),
-        (Some(t), _) => {
-            match t.principal(
-                headers
-                    .get(header::AUTHORIZATION)
-                    .map(HeaderValue::as_bytes),
-            ) {
-                Some(p) => p.to_owned(),
-                None => {
-                    let mut r = http_error(
-                        StatusCode::UNAUTHORIZED,
-                        ErrorCode::InvalidRequest,
-                        "Unauthorized: a valid bearer token is required",
-                        None,
-                    );
-                    r.headers_mut()
-                        .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
-                    return r;
-                }
-            }
-        }
+    let principal = match server.principal_of(headers).await {
+        Ok(p) => p,
+        Err(refused) => return refused,
     };
     let session = match headers.get(SESSION) {
         None => None,
@@ -412,6 +394,57 @@ async fn handle(State(server): State<Arc<Server>>, request: Request) -> Response
                 .insert(header::ALLOW, HeaderValue::from_static("GET, POST, DELETE"));
             r
         }
+    }
+}
+
+impl Server {
+    /// The principal a request acts as, by the bearer token (`--auth-token-file`), the OAuth
+    /// access token (`--oauth-issuer`) or, with neither, `--principal`; else the 401 answer.
+    async fn principal_of(&self, headers: &HeaderMap) -> Result<String, Response> {
+        match (&self.tokens, &self.oauth) {
+            (None, Some(o)) => match o.authorize(headers.get(header::AUTHORIZATION)).await {
+                Ok(p) => Ok(p),
+                Err(refused) => Err(refused),
+            },
+            (None, None) => Ok(self.process.config.principal.clone()),
+            (Some(t), _) => {
+                match t.principal(
+                    headers
+                        .get(header::AUTHORIZATION)
+                        .map(HeaderValue::as_bytes),
+                ) {
+                    Some(p) => Ok(p.to_owned()),
+                    None => {
+                        let mut r = http_error(
+                            StatusCode::UNAUTHORIZED,
+                            ErrorCode::InvalidRequest,
+                            "Unauthorized: a valid bearer token is required",
+                            None,
+                        );
+                        r.headers_mut()
+                            .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+                        Err(r)
+                    }
+                }
+            }
+        }
+    }
+
+    /// [`Server::principal_of`] after the Host/Origin check: what `/mcp` and the status
+    /// page's data require.
+    async fn authenticate(&self, headers: &HeaderMap) -> Result<String, Response> {
+        if !self.origins.allows(
+            headers.get(header::HOST).map(HeaderValue::as_bytes),
+            headers.get(header::ORIGIN).map(HeaderValue::as_bytes),
+        ) {
+            return Err(http_error(
+                StatusCode::FORBIDDEN,
+                ErrorCode::InvalidRequest,
+                "Forbidden: Host or Origin not allowed",
+                None,
+            ));
+        }
+        self.principal_of(headers).await
     }
 }
 

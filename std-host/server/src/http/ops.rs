@@ -22,6 +22,11 @@ use crate::process::Process;
 /// The HTTP server's entry: the operations endpoints, else `/mcp` ([`super::handle`]); every
 /// response counted by its status class.
 pub(super) async fn serve(State(server): State<Arc<Server>>, request: Request) -> Response {
+    if let Some(asset) = super::status::asset(&request).filter(|_| server.status_page) {
+        let response = super::status::answer(&server, asset, request.headers()).await;
+        metrics::METRICS.http_response(response.status().as_u16());
+        return response;
+    }
     let response = match ops_path(&request) {
         Some(path) => {
             let headers = request.headers();
