@@ -22,6 +22,7 @@ from pydantic import ConfigDict
 
 import mcp.types as types
 from mcp_task_events import TaskStreamConnection, tap_task_events
+from mcp_task_events._compat import SDK_MAJOR, pending_requests
 
 try:
     from mcp.client.streamable_http import streamable_http_client as http_client
@@ -52,7 +53,7 @@ class Conn(TaskStreamConnection):
         # end of the stream; only then is the connection closed (closing it first would cancel
         # the session before it could).
         with anyio.fail_after(10):
-            while self.session._response_streams:
+            while pending_requests(self.session):
                 await anyio.sleep(0.01)
         self._stop.set()
 
@@ -186,10 +187,19 @@ class _Result(types.Result):
 
 
 async def start_emit(session: ClientSession, **arguments: Any) -> str:
-    """Starts `emit` as a task (2025-11-25 `params.task`) and answers its id."""
-    r = await session.send_request(
-        _Request(method="tools/call", params=_Params(name="emit", arguments=arguments, task={"ttl": 60000})), _Result
-    )
-    task = (r.model_extra or {}).get("task") or {}
-    assert isinstance(task.get("taskId"), str), r
+    """Starts `emit` as a task (2025-11-25 `params.task`) and answers its id. (`mcp` 2.x checks a
+    `tools/call` result against `CallToolResult`, which a `CreateTaskResult` is not, unless a Tasks
+    extension package claims it: the request goes out through the session's dispatcher instead,
+    stamped as the session stamps every request.)"""
+    params: dict[str, Any] = {"name": "emit", "arguments": arguments, "task": {"ttl": 60000}}
+    if SDK_MAJOR >= 2:
+        data: dict[str, Any] = {"method": "tools/call", "params": params}
+        opts: dict[str, Any] = {}
+        session._stamp(data, opts)  # type: ignore[attr-defined]
+        raw = await session._dispatcher.send_raw_request("tools/call", data["params"], opts)  # type: ignore[attr-defined]
+        task = raw.get("task") or {}
+    else:
+        r = await session.send_request(_Request(method="tools/call", params=_Params(**params)), _Result)
+        task = (r.model_extra or {}).get("task") or {}
+    assert isinstance(task.get("taskId"), str), task
     return task["taskId"]

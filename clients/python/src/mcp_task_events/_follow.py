@@ -27,10 +27,10 @@ import anyio
 import anyio.abc
 import mcp.types as types
 from mcp import ClientSession
-from mcp.shared.exceptions import McpError
 from mcp.shared.message import SessionMessage
 from pydantic import ConfigDict
 
+from ._compat import McpError, jsonrpc_message, next_request_id
 from ._cursors import CursorStore, MemoryCursorStore, load_cursor, save_cursor
 
 TASK_EVENT_METHOD = "notifications/tasks/event"
@@ -193,7 +193,7 @@ async def tap_task_events(
         async with send:
             async for item in read_stream:
                 if isinstance(item, SessionMessage):
-                    root = item.message.root
+                    root = jsonrpc_message(item.message)
                     if isinstance(root, types.JSONRPCNotification) and root.method == TASK_EVENT_METHOD:
                         router.dispatch(dict(root.params or {}))
                         continue
@@ -327,8 +327,12 @@ class _Stream:
         self._session = conn.session
         self._send, self._receive = anyio.create_memory_object_stream[Any](math.inf)
         self._scope = anyio.CancelScope()
+        self._ran = anyio.Event()
         self._request_id: Any = None
-        self._listening = True
+        # A stream of this task left open on this connection may still send events: none is
+        # taken until the barrier in _run has passed them.
+        barrier = conn.events.take_left_open(follow.task_id)
+        self._listening = not barrier
         self._events = conn.events
         try:
             self._unlisten = conn.events.listen(follow.task_id, self._deliver)
@@ -340,7 +344,6 @@ class _Stream:
         params: dict[str, Any] = {"taskId": follow.task_id}
         if after is not None:
             params["after"] = after
-        barrier = conn.events.take_left_open(follow.task_id)
         follow._tg.start_soon(self._run, params, barrier)
 
     async def _run(self, params: dict[str, Any], barrier: bool) -> None:
@@ -349,17 +352,18 @@ class _Stream:
                 if barrier:
                     # A stream of this task was cancelled on this connection: the answer to a
                     # request (tasks/get, valid in both eras, unlike ping) comes after every
-                    # event that stream sent, which are dropped as stragglers, before the new
-                    # stream is opened.
-                    self._listening = False
+                    # event that stream sent, which are dropped as stragglers (the stream does
+                    # not listen until then), before the new stream is opened.
                     await self._session.send_request(_request("tasks/get", taskId=params["taskId"]), _AnyResult)
                     self._listening = True
                 # The id send_request is about to use, for notifications/cancelled.
-                self._request_id = self._session._request_id
+                self._request_id = next_request_id(self._session)
                 result = await self._session.send_request(_request("tasks/stream", **params), _AnyResult)
                 self._end(_End(result=result))
             except Exception as e:  # every failure ends the stream; the follow decides
                 self._end(_End(error=e))
+            finally:
+                self._ran.set()
 
     def _deliver(self, params: dict[str, Any]) -> None:
         if params is _CONNECTION_ENDED:
@@ -390,6 +394,10 @@ class _Stream:
             self.done = True
             self._scope.cancel()
             self._events.left_open(self._follow.task_id)
+            # mcp 2.x writes notifications/cancelled itself as the request is abandoned: wait
+            # for that, so that it goes out before any later request on the connection.
+            with anyio.move_on_after(5, shield=True):
+                await self._ran.wait()
             if self._request_id is not None:
                 with anyio.move_on_after(5, shield=True):
                     try:
