@@ -58,8 +58,24 @@ class Conn(TaskStreamConnection):
         self._stop.set()
 
 
-async def open_connection(tg: anyio.abc.TaskGroup, target: list[str] | str) -> Conn:
-    """Opens a connection in `tg`: `target` is a stdio command line or an HTTP URL."""
+# The protocol eras the tests run in: 2025-11-25 (an initialize handshake, sessions), and on
+# mcp 2.x also 2026-07-28 (server/discover, stateless requests, Tasks as the extension).
+ERAS = ["legacy", "modern"] if SDK_MAJOR >= 2 else ["legacy"]
+MODERN = "2026-07-28"
+TASKS_EXTENSION = "io.modelcontextprotocol/tasks"
+
+
+@dataclass
+class Connections:
+    """Where a test's connections run (`tg`), and the era they speak."""
+
+    tg: anyio.abc.TaskGroup
+    era: str
+
+
+async def open_connection(connections: Connections, target: list[str] | str) -> Conn:
+    """Opens a connection: `target` is a stdio command line or an HTTP URL."""
+    tg, era = connections.tg, connections.era
     ready = anyio.Event()
     stop = anyio.Event()
     box: dict[str, Any] = {}
@@ -93,8 +109,18 @@ async def open_connection(tg: anyio.abc.TaskGroup, target: list[str] | str) -> C
                 async with anyio.create_task_group() as inner:
                     inner.start_soon(pump)
                     async with tap_task_events(middle_receive) as (tapped, router):
-                        async with ClientSession(tapped, write) as session:
-                            await session.initialize()
+                        if era == "modern":
+                            # Declaring the Tasks extension: without it the server refuses
+                            # tasks/stream (-32021).
+                            session_cm = ClientSession(tapped, write, extensions={TASKS_EXTENSION: {}})  # type: ignore[call-arg]
+                        else:
+                            session_cm = ClientSession(tapped, write)
+                        async with session_cm as session:
+                            if era == "modern":
+                                await session.discover()  # type: ignore[attr-defined]
+                                assert session.protocol_version == MODERN, session.protocol_version  # type: ignore[attr-defined]
+                            else:
+                                await session.initialize()
                             box["conn"] = Conn(session, router, cut, stop)
                             ready.set()
                             await stop.wait()
@@ -112,10 +138,10 @@ async def open_connection(tg: anyio.abc.TaskGroup, target: list[str] | str) -> C
     return box["conn"]
 
 
-@pytest.fixture
-async def connections() -> AsyncIterator[anyio.abc.TaskGroup]:
+@pytest.fixture(params=ERAS)
+async def connections(request: pytest.FixtureRequest) -> AsyncIterator[Connections]:
     async with anyio.create_task_group() as tg:
-        yield tg
+        yield Connections(tg, request.param)
         tg.cancel_scope.cancel()
 
 
@@ -187,12 +213,22 @@ class _Result(types.Result):
 
 
 async def start_emit(session: ClientSession, **arguments: Any) -> str:
-    """Starts `emit` as a task (2025-11-25 `params.task`) and answers its id. (`mcp` 2.x checks a
+    """Starts `emit` as a task (2025-11-25: `params.task`; 2026-07-28: the Tasks extension the
+    session declared) and answers its id. (`mcp` 2.x checks a
     `tools/call` result against `CallToolResult`, which a `CreateTaskResult` is not, unless a Tasks
     extension package claims it: the request goes out through the session's dispatcher instead,
     stamped as the session stamps every request.)"""
     params: dict[str, Any] = {"name": "emit", "arguments": arguments, "task": {"ttl": 60000}}
-    if SDK_MAJOR >= 2:
+    if SDK_MAJOR >= 2 and session.protocol_version == MODERN:  # type: ignore[attr-defined]
+        # 2026-07-28: a tools/call of a client that declared the Tasks extension is a task, and
+        # its result is a flat CreateTaskResult.
+        del params["task"]
+        data = {"method": "tools/call", "params": params}
+        opts = {}
+        session._stamp(data, opts)  # type: ignore[attr-defined]
+        raw = await session._dispatcher.send_raw_request("tools/call", data["params"], opts)  # type: ignore[attr-defined]
+        task = raw if raw.get("resultType") == "task" else {}
+    elif SDK_MAJOR >= 2:
         data: dict[str, Any] = {"method": "tools/call", "params": params}
         opts: dict[str, Any] = {}
         session._stamp(data, opts)  # type: ignore[attr-defined]

@@ -21,7 +21,7 @@ import math
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 import anyio
 import anyio.abc
@@ -97,6 +97,11 @@ class _Params(types.RequestParams):
 
 
 class _Request(types.Request[_Params, str]):
+    """A ``tasks/*`` request. Each names its task in ``params.taskId``, which ``mcp`` 2.x sends
+    as the ``Mcp-Name`` header that Streamable HTTP asks of ``tasks/*`` requests (2026-07-28);
+    ``mcp`` 1.x has no such header and ignores the attribute."""
+
+    name_param: ClassVar[str | None] = "taskId"
     method: str
     params: _Params
 
