@@ -79,6 +79,31 @@ for (const version of ['v1', 'v2']) {
             assert.equal(follow.outcome.status, 'completed');
         });
 
+        for (const fault of ['replay-includes-cursor', 'after-last-not-immediate']) {
+            test(`${fault}: an event at the cursor sent again is dropped by (taskId, seq)`, async () => {
+                const c = await faulty(fault);
+                const taskId = await startEmit(c, { count: 6, interval_ms: 20 });
+                const processed = [];
+                const follow = followTask({ client: c, taskId });
+                await follow.run(e => { processed.push(e.seq); });
+                assert.deepEqual(processed, range(0, 7), 'every event processed once');
+                assert.ok(follow.stats.duplicates >= 1, JSON.stringify(follow.stats));
+                assert.equal(follow.outcome.status, 'completed');
+            });
+        }
+
+        test('unprefixed-type: an event type the host does not know is handed on and its seq committed (§4.3)', async () => {
+            const c = await faulty('unprefixed-type');
+            const taskId = await startEmit(c, { count: 4, interval_ms: 10 });
+            const cursors = new MemoryCursorStore();
+            const follow = followTask({ client: c, taskId, cursors });
+            const types = [];
+            for await (const e of follow) types.push(e.type);
+            assert.deepEqual(types.slice(1, 5), ['tick', 'tick', 'tick', 'tick']);
+            assert.equal(cursors.load(taskId), 5);
+            assert.equal(follow.outcome.status, 'completed');
+        });
+
         test('never-close: a stream not answered after the terminal event ends by the idle check', async () => {
             const c = await faulty('never-close');
             const taskId = await startEmit(c, { count: 5, interval_ms: 10 });
@@ -106,6 +131,16 @@ for (const version of ['v1', 'v2']) {
                 const taskId = await startEmit(c, { count: 6, interval_ms: 20 });
                 await assert.rejects(collect(followTask({ client: c, taskId })),
                     e => e instanceof StreamViolationError && what.test(e.message) ? true : assert.fail(`${e}`));
+            });
+        }
+
+        // The task's first event (seq 0, its working status) is retained before any stream opens.
+        for (const [fault, earliest] of [['no-after-live-only', 1], ['live-before-replay', 1]]) {
+            test(`${fault}: a stream without after that skips the retained events is a gap, never processed out of order`, async () => {
+                const c = await faulty(fault);
+                const taskId = await startEmit(c, { count: 30, interval_ms: 20 });
+                await assert.rejects(collect(followTask({ client: c, taskId })),
+                    e => e instanceof EventsGoneError && e.earliestSeq >= earliest && e.after === undefined ? true : assert.fail(`${e}`));
             });
         }
 
