@@ -65,6 +65,28 @@ MODERN = "2026-07-28"
 TASKS_EXTENSION = "io.modelcontextprotocol/tasks"
 
 
+def modern_session_options() -> dict[str, Any]:
+    """A 2026-07-28 session's options on mcp 2.x: the Tasks extension declared, and a claim on
+    the `resultType: "task"` answer of a tools/call (the SDK's way to take an extension's result
+    shape), so that `call_tool(..., allow_claimed=True)` answers the created task."""
+    from typing import Literal
+
+    from mcp.client.extension import ResultClaim
+    from mcp_types import CallToolResult, Result
+    from pydantic import Field
+
+    class CreatedTask(Result):
+        model_config = ConfigDict(extra="allow")
+        result_type: Literal["task"] = Field(alias="resultType", default="task")
+        task_id: str = Field(alias="taskId")
+
+    async def unresolved(created: CreatedTask, ctx: Any) -> CallToolResult:
+        raise RuntimeError("the tests take a task as it was created (allow_claimed=True)")
+
+    claim = ResultClaim(result_type="task", model=CreatedTask, resolve=unresolved)
+    return {"extensions": {TASKS_EXTENSION: {}}, "result_claims": {TASKS_EXTENSION: [claim]}}
+
+
 @dataclass
 class Connections:
     """Where a test's connections run (`tg`), and the era they speak."""
@@ -112,7 +134,7 @@ async def open_connection(connections: Connections, target: list[str] | str) -> 
                         if era == "modern":
                             # Declaring the Tasks extension: without it the server refuses
                             # tasks/stream (-32021).
-                            session_cm = ClientSession(tapped, write, extensions={TASKS_EXTENSION: {}})  # type: ignore[call-arg]
+                            session_cm = ClientSession(tapped, write, **modern_session_options())
                         else:
                             session_cm = ClientSession(tapped, write)
                         async with session_cm as session:
@@ -213,21 +235,17 @@ class _Result(types.Result):
 
 
 async def start_emit(session: ClientSession, **arguments: Any) -> str:
-    """Starts `emit` as a task (2025-11-25: `params.task`; 2026-07-28: the Tasks extension the
-    session declared) and answers its id. (`mcp` 2.x checks a
-    `tools/call` result against `CallToolResult`, which a `CreateTaskResult` is not, unless a Tasks
-    extension package claims it: the request goes out through the session's dispatcher instead,
-    stamped as the session stamps every request.)"""
+    """Starts `emit` as a task and answers its id. 2026-07-28: the session declared the Tasks
+    extension, and its claim takes the `resultType: "task"` answer. 2025-11-25: `params.task`;
+    `mcp` 2.x, which has no SEP-1686 task API, would check the answer against `CallToolResult`,
+    so there the request goes out through the session's dispatcher, stamped as the session
+    stamps every request."""
     params: dict[str, Any] = {"name": "emit", "arguments": arguments, "task": {"ttl": 60000}}
     if SDK_MAJOR >= 2 and session.protocol_version == MODERN:  # type: ignore[attr-defined]
         # 2026-07-28: a tools/call of a client that declared the Tasks extension is a task, and
         # its result is a flat CreateTaskResult.
-        del params["task"]
-        data = {"method": "tools/call", "params": params}
-        opts = {}
-        session._stamp(data, opts)  # type: ignore[attr-defined]
-        raw = await session._dispatcher.send_raw_request("tools/call", data["params"], opts)  # type: ignore[attr-defined]
-        task = raw if raw.get("resultType") == "task" else {}
+        created = await session.call_tool("emit", arguments, allow_claimed=True)  # type: ignore[call-overload]
+        task = {"taskId": getattr(created, "task_id", None)}
     elif SDK_MAJOR >= 2:
         data: dict[str, Any] = {"method": "tools/call", "params": params}
         opts: dict[str, Any] = {}
