@@ -137,7 +137,7 @@ async def test_a_stream_that_skips_the_retained_events_is_a_gap(connections, fau
     """The task's first event (seq 0, its working status) is retained before any stream opens:
     a stream without after that starts past it is a gap, never processed out of order."""
     conn = await faulty(connections, fault)
-    task_id = await start_emit(conn.session, count=30, interval_ms=20)
+    task_id = await start_emit(conn.session, count=50, interval_ms=20)
     with pytest.raises(EventsGoneError) as gone:
         async with follow_task(conn, task_id) as follow:
             await collect(follow)

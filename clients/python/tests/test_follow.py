@@ -133,7 +133,7 @@ async def test_events_gone_fail_or_recover_and_report_the_gap(servers, connectio
 async def test_a_late_joiner_of_a_running_task_and_tasks_get_without_replay(servers, connections) -> None:
     main, _ = servers
     conn = await open_connection(connections, main)
-    task_id = await start_emit(conn.session, count=40, interval_ms=25)
+    task_id = await start_emit(conn.session, count=60, interval_ms=25)
     # tasks/get reports where the events stand while the task runs, and opens no stream: no
     # event of the task reaches the connection.
     heard: list[dict] = []
@@ -153,7 +153,7 @@ async def test_a_late_joiner_of_a_running_task_and_tasks_get_without_replay(serv
     late = await open_connection(connections, main)
     async with follow_task(late, task_id) as follow:
         seqs = await collect(follow)
-    assert seqs == list(range(42))
+    assert seqs == list(range(62))
     assert follow.stats.duplicates == 0 and follow.outcome.status == "completed"
 
 
@@ -161,6 +161,10 @@ async def test_a_follow_from_after(servers, connections) -> None:
     main, _ = servers
     conn = await open_connection(connections, main)
     task_id = await start_emit(conn.session, count=8)
+    # An after beyond the task's last event is refused: let the task end first.
+    with anyio.fail_after(20):
+        while not (await get_event_range(conn.session, task_id)).terminal:
+            await anyio.sleep(0.02)
     async with follow_task(conn, task_id, after=4) as follow:
         assert await collect(follow) == list(range(5, 10)), "from after: nothing at or before it"
     assert follow.stats.afters[0] == 4 and follow.gaps == []

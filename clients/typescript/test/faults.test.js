@@ -138,7 +138,7 @@ for (const version of ['v1', 'v2']) {
         for (const [fault, earliest] of [['no-after-live-only', 1], ['live-before-replay', 1]]) {
             test(`${fault}: a stream without after that skips the retained events is a gap, never processed out of order`, async () => {
                 const c = await faulty(fault);
-                const taskId = await startEmit(c, { count: 30, interval_ms: 20 });
+                const taskId = await startEmit(c, { count: 50, interval_ms: 20 });
                 await assert.rejects(collect(followTask({ client: c, taskId })),
                     e => e instanceof EventsGoneError && e.earliestSeq >= earliest && e.after === undefined ? true : assert.fail(`${e}`));
             });

@@ -135,7 +135,7 @@ for (const [name, make] of Object.entries(transports)) for (const sdk of SDKS) {
 
         test('a late joiner of a running task; tasks/get reports the range without a replay', async () => {
             const c = await client(main);
-            const taskId = await startEmit(c, { count: 40, interval_ms: 25 });
+            const taskId = await startEmit(c, { count: 60, interval_ms: 25 });
             // tasks/get opens no stream: no event of the task reaches this client.
             const heard = [];
             c.fallbackNotificationHandler = async n => { if (n.method === 'notifications/tasks/event') heard.push(n); };
@@ -151,7 +151,7 @@ for (const [name, make] of Object.entries(transports)) for (const sdk of SDKS) {
             const follow = followTask({ client: late, taskId });
             const seqs = [];
             for await (const e of follow) seqs.push(e.seq);
-            assert.deepEqual(seqs, range(0, 41));
+            assert.deepEqual(seqs, range(0, 61));
             assert.equal(follow.stats.duplicates, 0);
             assert.equal(follow.outcome.status, 'completed');
         });
@@ -159,6 +159,8 @@ for (const [name, make] of Object.entries(transports)) for (const sdk of SDKS) {
         test('a follow from after; an after beyond the stored cursor reports the skipped range', async () => {
             const c = await client(main);
             const taskId = await startEmit(c, { count: 8 });
+            // An after beyond the task's last event is refused: let the task end first.
+            await until(async () => (await getEventRange(c, taskId)).terminal, 'the task to end');
             const follow = followTask({ client: c, taskId, after: 4 });
             const seqs = [];
             for await (const e of follow) seqs.push(e.seq);

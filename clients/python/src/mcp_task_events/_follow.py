@@ -37,6 +37,7 @@ TASK_EVENT_METHOD = "notifications/tasks/event"
 RELATED_TASK_META_KEY = "io.modelcontextprotocol/related-task"
 EVENTS_META_KEY = "dev.taskstream/events"
 TERMINAL_STATUSES = frozenset({"completed", "failed", "cancelled"})
+CHECKPOINT_EVENT_TYPE = "dev.taskstream.checkpoint"
 
 
 # --- errors ------------------------------------------------------------------------------------
@@ -267,6 +268,24 @@ async def cancel_task(session: ClientSession, task_id: str) -> dict[str, Any]:
 
 
 @dataclass
+class Gap:
+    """A lost range of seqs, both ends included, accepted under ``on_events_gone="recover"``."""
+
+    first: int
+    last: int
+    why: str
+
+
+@dataclass
+class Checkpoint:
+    """A checkpoint event's payload (type ``dev.taskstream.checkpoint``): the task's state after
+    every event up to and including ``covers_through``, as the task's tool defines it."""
+
+    covers_through: int
+    state: dict[str, Any]
+
+
+@dataclass
 class TaskEvent:
     """One task event: the params of a ``notifications/tasks/event``. ``payload`` is untrusted
     data from the task: never execute it; sanitise what you render."""
@@ -276,15 +295,28 @@ class TaskEvent:
     type: str
     payload: dict[str, Any]
     meta: dict[str, Any] | None = None
+    after_gap: Gap | None = None
+    """Set on the first event after a gap (``on_events_gone="recover"``): the range lost
+    before it, which the host never saw."""
 
+    @property
+    def checkpoint(self) -> Checkpoint | None:
+        """This event as a checkpoint: its type is ``dev.taskstream.checkpoint`` and its payload
+        ``{"coversThrough": SEQ, "state": OBJECT}``; None for any other event."""
+        if self.type != CHECKPOINT_EVENT_TYPE:
+            return None
+        covers = self.payload.get("coversThrough")
+        state = self.payload.get("state")
+        if type(covers) is not int or covers < 0 or not isinstance(state, dict):
+            return None
+        return Checkpoint(covers, state)
 
-@dataclass
-class Gap:
-    """A lost range of seqs, both ends included, accepted under ``on_events_gone="recover"``."""
-
-    first: int
-    last: int
-    why: str
+    @property
+    def from_checkpoint(self) -> bool:
+        """Whether the follow started (or restarted, after a gap) from this checkpoint: the host
+        replaces its state with ``checkpoint.state``, which covers the lost range ``after_gap``,
+        and the events after it follow."""
+        return self.after_gap is not None and self.checkpoint is not None
 
 
 @dataclass
@@ -297,6 +329,8 @@ class FollowStats:
     gone_recoveries: int = 0
     afters: list[int | None] = field(default_factory=list)
     """The ``after`` of every ``tasks/stream`` opened, in order."""
+    checkpoint_starts: list[int] = field(default_factory=list)
+    """The seqs of the checkpoints the follow started from after a gap."""
 
 
 @dataclass
@@ -457,6 +491,7 @@ class TaskFollow:
         self.cursor: int | None = None
         """The last processed (committed) seq."""
         self.gaps: list[Gap] = []
+        self._pending_gap: Gap | None = None
         self.stats = FollowStats()
         self.outcome: FollowOutcome | None = None
         self._cancelled = anyio.Event()
@@ -546,7 +581,11 @@ class TaskFollow:
                         type=item.get("type", ""),
                         payload=item.get("payload") or {},
                         meta=item.get("_meta"),
+                        after_gap=self._pending_gap,
                     )
+                    self._pending_gap = None
+                    if event.from_checkpoint:
+                        self.stats.checkpoint_starts.append(event.seq)
                     yield event
                     # The host's handler returned (it asked for the next event): commit.
                     await save_cursor(self.cursors, self.task_id, event.seq)
@@ -656,6 +695,7 @@ class TaskFollow:
     def _gap(self, first: int, last: int, why: str) -> None:
         gap = Gap(first, last, why)
         self.gaps.append(gap)
+        self._pending_gap = gap
         if self._on_gap is not None:
             self._on_gap(gap)
 
