@@ -376,6 +376,8 @@ class _Stream:
         try:
             self._unlisten = conn.events.listen(follow.task_id, self._deliver)
         except (RuntimeError, anyio.ClosedResourceError) as e:
+            if barrier:
+                conn.events.left_open(follow.task_id)  # still owed to the next stream
             self._unlisten = lambda: None
             self.done = True
             self._send.send_nowait(_End(error=e))
