@@ -26,7 +26,7 @@ use core::mem::MaybeUninit;
 
 use taskstream_core::resume::{decide, Lifecycle, ResumeError};
 use taskstream_core::rpc::{
-    self, Era, ErrorCode, EventNotification, Message, Notification, Request, RpcError,
+    self, Era, ErrorCode, EventNotification, Message, Notification, Reason, Request, RpcError,
     StreamParamsError, MAX_METHOD_BYTES,
 };
 use taskstream_core::streams::{Missed, OpenError, Opened, Progress, Pump};
@@ -60,8 +60,16 @@ const FRAMES_PER_STEP: usize = 16;
 /// Readings taken per task and main-loop turn, likewise.
 const SAMPLES_PER_STEP: usize = 16;
 
-const SAMPLE_TYPE: &str = "dev.taskstream.sample";
-const STATUS_TYPE: &str = "dev.taskstream.task.status";
+/// The event types, checked when the image is compiled (no check is left in it).
+const SAMPLE_TYPE: EventType<'static> = event_type("dev.taskstream.sample");
+const STATUS_TYPE: EventType<'static> = event_type("dev.taskstream.task.status");
+
+const fn event_type(name: &'static str) -> EventType<'static> {
+    match EventType::new(name) {
+        Ok(t) => t,
+        Err(_) => panic!("not a valid event type"),
+    }
+}
 const SERVER_INFO: &str = r#""serverInfo":{"name":"taskstream-device","version":"0.1.0"}"#;
 
 /// A whole number from the build environment, or `default` if unset or empty.
@@ -203,11 +211,10 @@ impl Agent {
 
     /// An over-long request line was dropped.
     pub(crate) fn line_too_long(&mut self) {
-        let e = RpcError {
-            message: ErrorCode::InvalidRequest.message(),
-            ..RpcError::MESSAGE_TOO_LONG
-        };
-        self.error(None, &e);
+        self.error(
+            None,
+            &refusal(ErrorCode::InvalidRequest, Reason::MessageTooLong),
+        );
     }
 
     /// Handles one request line.
@@ -494,10 +501,7 @@ impl Agent {
             return final_answer(&mut self.out, id, task);
         }
         if self.waiter.is_some() {
-            let e = RpcError {
-                data: rpc::ErrorData::Reason(rpc::Reason::WaiterLimit),
-                ..RpcError::new(ErrorCode::InvalidParams)
-            };
+            let e = refusal(ErrorCode::InvalidParams, Reason::WaiterLimit);
             return self.error(Some(id), &e);
         }
         self.waiter = Some(((slot as u8, task.generation), id.clone()));
@@ -542,10 +546,7 @@ impl Agent {
                     ResumeError::EventsGone { earliest } => {
                         RpcError::events_gone(task.id(), earliest)
                     }
-                    _ => RpcError {
-                        data: rpc::ErrorData::Reason(rpc::Reason::CursorAhead),
-                        ..RpcError::new(ErrorCode::InvalidParams)
-                    },
+                    _ => refusal(ErrorCode::InvalidParams, Reason::CursorAhead),
                 };
                 send_error(&mut self.out, Some(id), &e);
                 return;
@@ -753,26 +754,25 @@ fn send_error(out: &mut Out, id: Option<&RequestId>, e: &RpcError<'_>) {
     }
 }
 
-/// Errors carry the code's standard message only: the code and `data.reason` are what a
-/// client acts on, and the longer sentences of the core's constants would take flash.
-const INVALID_PARAMS: &str = ErrorCode::InvalidParams.message();
+// Errors carry the code's standard message only: the code and `data.reason` are what a
+// client acts on, and the longer sentences of the core's constants would take flash.
 
-/// `unknown_task`, with the short message.
-const UNKNOWN_TASK: RpcError<'static> = RpcError {
-    message: INVALID_PARAMS,
-    ..RpcError::UNKNOWN_TASK
-};
+/// An error with its code's standard message and a `data.reason`.
+const fn refusal(code: ErrorCode, reason: Reason) -> RpcError<'static> {
+    RpcError {
+        code,
+        message: code.message(),
+        data: rpc::ErrorData::Reason(reason),
+    }
+}
+
+/// `unknown_task`, with the short message (the core's constant has a longer one).
+const UNKNOWN_TASK: RpcError<'static> = refusal(ErrorCode::InvalidParams, Reason::UnknownTask);
 
 fn open_error(e: OpenError) -> RpcError<'static> {
     match e {
-        OpenError::StreamActive => RpcError {
-            message: INVALID_PARAMS,
-            ..RpcError::STREAM_ACTIVE
-        },
-        OpenError::StreamLimit => RpcError {
-            message: INVALID_PARAMS,
-            ..RpcError::STREAM_LIMIT
-        },
+        OpenError::StreamActive => refusal(ErrorCode::InvalidParams, Reason::StreamActive),
+        OpenError::StreamLimit => refusal(ErrorCode::InvalidParams, Reason::StreamLimit),
         OpenError::DuplicateId => RpcError::new(ErrorCode::InvalidRequest),
     }
 }
@@ -841,8 +841,8 @@ fn task_fields(out: &mut Out, task: &Task, legacy: bool) {
 }
 
 /// Appends an event to the task's ring. The payloads are the device's own and always fit.
-fn append(task: &mut Task, now: Millis, event_type: &str, payload: &[u8]) {
-    if let (Ok(ty), Ok(payload)) = (EventType::new(event_type), Payload::new(payload)) {
+fn append(task: &mut Task, now: Millis, ty: EventType<'static>, payload: &[u8]) {
+    if let Ok(payload) = Payload::new(payload) {
         let _ = task.ring.append(now, ty, payload, &POLICY);
     }
 }
