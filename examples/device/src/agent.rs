@@ -26,8 +26,8 @@ use core::mem::MaybeUninit;
 
 use taskstream_core::resume::{decide, Lifecycle, ResumeError};
 use taskstream_core::rpc::{
-    self, Era, ErrorCode, EventNotification, Message, Notification, Reason, Request, RpcError,
-    StreamParamsError, MAX_METHOD_BYTES,
+    self, Era, ErrorCode, EventNotification, Notification, RawId, RawMessage, Reason, Request,
+    RpcError, StreamParamsError, MAX_METHOD_BYTES,
 };
 use taskstream_core::streams::{Missed, OpenError, Opened, Progress, Pump};
 use taskstream_core::{
@@ -220,13 +220,20 @@ impl Agent {
     /// Handles one request line.
     pub(crate) fn handle_line(&mut self, line: &[u8], now: Millis) {
         let mut scratch = [0u8; MAX_METHOD_BYTES];
-        match rpc::parse(line, &mut scratch) {
-            Ok(Message::Request(r)) => self.request(&r, now),
-            Ok(Message::Notification(n)) => self.notification(&n),
-            Ok(Message::Response(_)) => {}
+        // The raw parse: the same messages and errors as `rpc::parse`, but the id is decoded
+        // here, once, instead of being built and moved inside the parser's results.
+        match rpc::parse_raw(line, &mut scratch) {
+            Ok(RawMessage::Request { id, method, params }) => {
+                if let Some(id) = id.decode() {
+                    self.request(&Request { id, method, params }, now);
+                }
+            }
+            Ok(RawMessage::Notification(n)) => self.notification(&n),
+            Ok(RawMessage::Response { .. }) => {}
             Err(e) => {
                 if e.is_answered() {
-                    self.error(e.id(), &RpcError::new(ErrorCode::from(&e)));
+                    let id = e.id().and_then(RawId::decode);
+                    self.error(id.as_ref(), &RpcError::new(e.code()));
                 }
             }
         }
