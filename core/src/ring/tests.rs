@@ -232,7 +232,7 @@ fn a_checkpoint_under_retain_from_checkpoint_becomes_the_earliest_event() {
     let mut r: EventRing<16, 1024> = EventRing::new();
     for i in 0..5u64 {
         let p = std::format!("{{\"i\":{i}}}");
-        r.append(Millis(i), ty(), payload(&p), &on).unwrap();
+        let _ = r.append(Millis(i), ty(), payload(&p), &on).unwrap();
     }
     let a = r
         .append(
@@ -250,7 +250,8 @@ fn a_checkpoint_under_retain_from_checkpoint_becomes_the_earliest_event() {
             earliest: Seq::new(5).unwrap()
         })
     );
-    r.append(Millis(6), ty(), payload("{\"i\":6}"), &on)
+    let _ = r
+        .append(Millis(6), ty(), payload("{\"i\":6}"), &on)
         .unwrap();
     assert_eq!(
         r.retained(),
@@ -258,7 +259,7 @@ fn a_checkpoint_under_retain_from_checkpoint_becomes_the_earliest_event() {
     );
     // Without the option a checkpoint is an ordinary event.
     let mut plain: EventRing<16, 1024> = EventRing::new();
-    plain
+    let _ = plain
         .append(Millis(0), ty(), payload("{}"), &policy())
         .unwrap();
     let a = plain

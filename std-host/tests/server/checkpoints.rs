@@ -168,8 +168,7 @@ fn cp03_cp06_a_live_late_joiner_starts_at_the_latest_checkpoint() {
     // silent gap) and, as the client rule says (CP-06), resumes from just before the
     // checkpoint: the checkpoint resets its state, and it follows on.
     let mut after: Option<u64> = None;
-    let mut ticks = 0;
-    loop {
+    let ticks = loop {
         let params = match after {
             None => json!({"taskId": task}),
             Some(a) => json!({"taskId": task, "after": a}),
@@ -177,12 +176,12 @@ fn cp03_cp06_a_live_late_joiner_starts_at_the_latest_checkpoint() {
         let id = s.request("tasks/stream", params);
         let (events, end) = s.collect_stream(id, &task);
         assert_eq!(events[0]["type"], CHECKPOINT, "CP-03: {}", events[0]);
-        ticks = rebuild(&events);
+        let ticks = rebuild(&events);
         match end["error"]["data"]["earliestSeq"].as_u64() {
             Some(earliest) => after = Some(earliest - 1),
-            None => break,
+            None => break ticks,
         }
-    }
+    };
     assert_eq!(ticks, 40, "CP-05");
 }
 

@@ -150,7 +150,11 @@ impl Steps for EmitSteps {
             let seq = ctx.emit_json(TICK_TYPE, payload.as_bytes())?;
             self.i += 1;
             emitted += 1;
-            if self.emit.checkpoint_every.is_some_and(|n| self.i % n == 0) {
+            if self
+                .emit
+                .checkpoint_every
+                .is_some_and(|n| self.i.is_multiple_of(n))
+            {
                 // The state of a run of ticks is how many there were (CP-02).
                 let checkpoint = format!(
                     r#"{{"coversThrough":{seq},"state":{{"ticks":{}}}}}"#,
