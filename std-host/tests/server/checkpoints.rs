@@ -209,3 +209,54 @@ fn cp04_the_other_limits_still_apply_on_top() {
     let events = replay(&mut s, &task);
     assert_eq!(seqs(&events), [26, 27, 28]);
 }
+
+#[test]
+fn cp01_cp05_run_trace_checkpoints_a_state_its_events_add_up_to() {
+    // run_trace's checkpoint state counts the trace events by type; from the latest one plus
+    // the events after it, a late joiner gets the counts of a full replay.
+    let mut full = Server::legacy(&[]);
+    let mut kept = Server::legacy(&["--retain-from-checkpoint"]);
+    let args = json!({"name": "code-review", "speed": 100_000, "checkpoint_every": 100});
+    let mut counts = Vec::new();
+    for s in [&mut full, &mut kept] {
+        let r = s.ok(
+            "tools/call",
+            json!({"name": "run_trace", "arguments": args, "task": {}}),
+        );
+        let task = r["task"]["taskId"].as_str().expect("taskId").to_owned();
+        s.call("tasks/result", json!({"taskId": task}));
+        let events = replay(s, &task);
+        let mut types = serde_json::Map::new();
+        let mut n = 0u64;
+        for e in &events {
+            match e["type"].as_str() {
+                Some(CHECKPOINT) => {
+                    let state = &e["payload"]["state"];
+                    n = state["events"].as_u64().expect("events");
+                    types = state["types"].as_object().expect("types").clone();
+                }
+                Some("dev.taskstream.task.status") | None => {}
+                Some(t) => {
+                    n += 1;
+                    let c = types
+                        .get(t)
+                        .and_then(serde_json::Value::as_u64)
+                        .unwrap_or(0);
+                    types.insert(t.to_owned(), json!(c + 1));
+                }
+            }
+        }
+        counts.push((events[0]["type"].clone(), n, types));
+    }
+    assert_eq!(
+        counts[0].0, "dev.taskstream.task.status",
+        "a full replay from seq 0"
+    );
+    assert_eq!(counts[1].0, CHECKPOINT, "CP-03");
+    assert_eq!(
+        (counts[0].1, &counts[0].2),
+        (counts[1].1, &counts[1].2),
+        "CP-05"
+    );
+    assert!(counts[0].1 > 100);
+}
