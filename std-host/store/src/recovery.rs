@@ -161,6 +161,7 @@ pub(crate) fn open(config: StoreConfig, now: Millis, mode: Mode) -> Result<Store
             fsutil::create_private_dir(&wal_dir).map_err(StoreError::io("creating", &wal_dir))?;
             let mut removed = HashSet::new();
             let recovered = wal::recover(
+                &**files.storage(),
                 &wal_dir,
                 checkpoint,
                 sync,

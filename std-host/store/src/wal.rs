@@ -50,16 +50,14 @@
 //! rule is one table, [`decide`], from the facts about it ([`Facts`]).
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::fs::{self, File};
-use std::io::{self, Write};
-use std::os::unix::fs::FileExt;
+use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, RwLock};
 
 use taskstream_core::record::{self, Record, RecordError};
 
-use super::fsutil;
+use super::storage::{read_at_most, StdStorage, Storage, StorageFile};
 use super::{lock, lock_read, lock_write, Durability};
 
 /// Batches a group-commit leader flushes before it returns and lets a waiter lead.
@@ -169,8 +167,8 @@ impl Default for Counters {
 
 /// The active segment.
 struct Segment {
-    /// Opened for appending and reading; the same handle is in [`SegmentFiles`].
-    file: Arc<File>,
+    /// Opened for writing and reading; the same handle is in [`SegmentFiles`].
+    file: Arc<dyn StorageFile>,
     path: PathBuf,
     start: u64,
     len: u64,
@@ -251,16 +249,17 @@ pub(crate) struct Wal {
 
 /// The log's segment files, open for reading, by start LSN: the store's events are read from
 /// the log itself (`store/src/events.rs` says where each one is). A reader keeps the
-/// `Arc<File>` it took, so a segment deleted meanwhile stays readable for it.
-#[derive(Default)]
+/// `Arc<dyn StorageFile>` it took, so a segment deleted meanwhile stays readable for it.
+/// It also holds the [`Storage`] every file of the log is on.
 pub(crate) struct SegmentFiles {
     map: RwLock<BTreeMap<u64, OpenSegment>>,
+    storage: Arc<dyn Storage>,
 }
 
 /// A segment open for reading, with its path for the errors that name it.
 #[derive(Clone)]
 struct OpenSegment {
-    file: Arc<File>,
+    file: Arc<dyn StorageFile>,
     path: Arc<Path>,
 }
 
@@ -276,21 +275,38 @@ impl OpenSegment {
 }
 
 impl SegmentFiles {
-    /// An empty set, filled by [`load`](Self::load) and by the log's new segments.
+    /// An empty set on the real file system, filled by [`load`](Self::load) and by the log's
+    /// new segments.
     pub(crate) fn new() -> Arc<SegmentFiles> {
-        Arc::new(SegmentFiles::default())
+        SegmentFiles::on(StdStorage::shared())
+    }
+
+    /// An empty set on `storage`.
+    pub(crate) fn on(storage: Arc<dyn Storage>) -> Arc<SegmentFiles> {
+        Arc::new(SegmentFiles {
+            map: RwLock::default(),
+            storage,
+        })
+    }
+
+    /// The storage the log's files are on.
+    pub(crate) fn storage(&self) -> &Arc<dyn Storage> {
+        &self.storage
     }
 
     /// Opens every segment of `dir` for reading.
     pub(crate) fn load(&self, dir: &Path) -> Result<(), WalError> {
-        for (start, path) in list_segments(dir)? {
-            let file = File::open(&path).map_err(io_err("opening", &path))?;
-            self.insert(start, Arc::new(file), &path);
+        for (start, path) in list_segments(&*self.storage, dir)? {
+            let file = self
+                .storage
+                .open(&path, false)
+                .map_err(io_err("opening", &path))?;
+            self.insert(start, file, &path);
         }
         Ok(())
     }
 
-    fn insert(&self, start: u64, file: Arc<File>, path: &Path) {
+    fn insert(&self, start: u64, file: Arc<dyn StorageFile>, path: &Path) {
         let path = Arc::from(path);
         lock_write(&self.map).insert(start, OpenSegment { file, path });
     }
@@ -321,9 +337,9 @@ impl SegmentFiles {
             return Ok(None);
         };
         let mut buf = vec![0; len];
-        match open.file.read_exact_at(&mut buf, lsn - start) {
-            Ok(()) => Ok(Some(buf)),
-            Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => Ok(None),
+        match read_at_most(&*open.file, &mut buf, lsn - start) {
+            Ok(got) if got == len => Ok(Some(buf)),
+            Ok(_) => Ok(None),
             Err(e) => Err(open.read_error(e)),
         }
     }
@@ -363,7 +379,7 @@ impl SegmentFiles {
             }
             let mut buf = vec![0; usize::try_from(end - lsn).unwrap_or(0)];
             let got =
-                read_at_most(&open.file, &mut buf, lsn - start).map_err(|e| open.read_error(e))?;
+                read_at_most(&*open.file, &mut buf, lsn - start).map_err(|e| open.read_error(e))?;
             for &(l, n) in &runs[i..j] {
                 let from = usize::try_from(l - lsn).unwrap_or(usize::MAX);
                 let to = from.saturating_add(n as usize);
@@ -373,20 +389,6 @@ impl SegmentFiles {
         }
         Ok(out)
     }
-}
-
-/// Reads into `buf` from `offset` until it is full or the file ends; returns the bytes read.
-fn read_at_most(file: &File, buf: &mut [u8], offset: u64) -> io::Result<usize> {
-    let mut got = 0;
-    while got < buf.len() {
-        match file.read_at(&mut buf[got..], offset + got as u64) {
-            Ok(0) => break,
-            Ok(n) => got += n,
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(e),
-        }
-    }
-    Ok(got)
 }
 
 impl Wal {
@@ -399,7 +401,13 @@ impl Wal {
         files: Arc<SegmentFiles>,
     ) -> Result<Wal, WalError> {
         let counters = Counters::default();
-        let segment = create_segment(dir, lsn, mode != Durability::None, &counters)?;
+        let segment = create_segment(
+            &*files.storage,
+            dir,
+            lsn,
+            mode != Durability::None,
+            &counters,
+        )?;
         files.insert(lsn, Arc::clone(&segment.file), &segment.path);
         Ok(Wal {
             files,
@@ -599,7 +607,7 @@ impl Wal {
         if bytes.is_empty() {
             return Ok(());
         }
-        let result = (&*seg.file).write_all(bytes);
+        let result = seg.file.write_at(bytes, seg.len);
         self.counters.writes.fetch_add(1, Ordering::Relaxed);
         if let Err(source) = result {
             self.fail();
@@ -621,7 +629,7 @@ impl Wal {
     fn sync(&self, seg: &mut Segment) -> Result<(), WalError> {
         self.check()?;
         let number = self.counters.syncs.fetch_add(1, Ordering::Relaxed) + 1;
-        if let Err(source) = self.sync_data(&seg.file, number) {
+        if let Err(source) = self.sync_data(&*seg.file, number) {
             self.fail();
             return Err(WalError::Io {
                 context: "fdatasync of",
@@ -638,7 +646,7 @@ impl Wal {
     /// `fdatasync` of `file`, the log's `number`th; in tests, failed with `EIO` when it is
     /// the one `fail_sync` names.
     #[cfg_attr(not(test), allow(clippy::unused_self))]
-    fn sync_data(&self, file: &File, number: u64) -> io::Result<()> {
+    fn sync_data(&self, file: &dyn StorageFile, number: u64) -> io::Result<()> {
         #[cfg(test)]
         if self.fail_sync.load(Ordering::Relaxed) == number {
             return Err(io::Error::from(rustix::io::Errno::IO));
@@ -703,9 +711,11 @@ impl Wal {
             return Ok(seg.start);
         }
         let sync = self.mode != Durability::None;
-        let next = create_segment(&self.dir, end, sync, &self.counters).inspect_err(|_| {
-            self.fail();
-        })?;
+        let storage = &*self.files.storage;
+        let next =
+            create_segment(storage, &self.dir, end, sync, &self.counters).inspect_err(|_| {
+                self.fail();
+            })?;
         self.files.insert(end, Arc::clone(&next.file), &next.path);
         *seg = next;
         Ok(end)
@@ -715,17 +725,20 @@ impl Wal {
     /// [`rotate`](Self::rotate) whose records are all checkpointed) but those in `keep` (whose
     /// start is there: they hold retained events).
     pub(crate) fn delete_before(&self, lsn: u64, keep: &BTreeSet<u64>) -> Result<(), WalError> {
-        let segments = list_segments(&self.dir)?;
+        let storage = &*self.files.storage;
+        let segments = list_segments(storage, &self.dir)?;
         let mut deleted = false;
         for (start, path) in segments {
             if start < lsn && !keep.contains(&start) {
                 self.files.remove(start);
-                fs::remove_file(&path).map_err(io_err("deleting", &path))?;
+                storage.remove(&path).map_err(io_err("deleting", &path))?;
                 deleted = true;
             }
         }
         if deleted && self.mode != Durability::None {
-            fsutil::sync_dir(&self.dir).map_err(io_err("fsync of", &self.dir))?;
+            storage
+                .sync_dir(&self.dir)
+                .map_err(io_err("fsync of", &self.dir))?;
         }
         Ok(())
     }
@@ -738,6 +751,11 @@ impl Wal {
     /// The log's directory.
     pub(crate) fn dir(&self) -> &Path {
         &self.dir
+    }
+
+    /// The storage the log's files are on.
+    pub(crate) fn storage(&self) -> &dyn Storage {
+        &*self.files.storage
     }
 
     /// What the log did so far.
@@ -782,28 +800,24 @@ fn segment_path(dir: &Path, start: u64) -> PathBuf {
 /// Creates (or, when one was left empty at exactly this LSN, reuses) the segment starting at
 /// `start`, and (with `sync`) makes its directory entry durable.
 fn create_segment(
+    storage: &dyn Storage,
     dir: &Path,
     start: u64,
     sync: bool,
     counters: &Counters,
 ) -> Result<Segment, WalError> {
     let path = segment_path(dir, start);
-    let file = fsutil::private_file()
-        .read(true)
-        .append(true)
-        .truncate(false)
-        .open(&path)
-        .map_err(io_err("creating", &path))?;
+    let file = storage.create(&path).map_err(io_err("creating", &path))?;
     // A file already there at this LSN holds no valid record past it (recovery truncated it),
     // so anything in it is garbage to drop before appending.
     file.set_len(0).map_err(io_err("truncating", &path))?;
     if sync {
-        file.sync_all().map_err(io_err("fsync of", &path))?;
-        fsutil::sync_dir(dir).map_err(io_err("fsync of", dir))?;
+        file.sync_data().map_err(io_err("fsync of", &path))?;
+        storage.sync_dir(dir).map_err(io_err("fsync of", dir))?;
     }
     counters.segments.fetch_add(1, Ordering::Relaxed);
     Ok(Segment {
-        file: Arc::new(file),
+        file,
         path,
         start,
         len: 0,
@@ -812,19 +826,11 @@ fn create_segment(
 }
 
 /// The segment files of `dir`, by start LSN. Other files are ignored.
-fn list_segments(dir: &Path) -> Result<Vec<(u64, PathBuf)>, WalError> {
+fn list_segments(storage: &dyn Storage, dir: &Path) -> Result<Vec<(u64, PathBuf)>, WalError> {
     let mut out = Vec::new();
-    for entry in fs::read_dir(dir).map_err(io_err("listing", dir))? {
-        let entry = entry.map_err(io_err("listing", dir))?;
-        let name = entry.file_name();
-        let Some(stem) = name.to_str().and_then(|n| n.strip_suffix(".wal")) else {
-            continue;
-        };
-        if stem.len() != 16 {
-            continue;
-        }
-        if let Ok(start) = u64::from_str_radix(stem, 16) {
-            out.push((start, entry.path()));
+    for path in storage.list(dir).map_err(io_err("listing", dir))? {
+        if let Some(start) = segment_start(&path) {
+            out.push((start, path));
         }
     }
     out.sort();
@@ -1075,13 +1081,14 @@ fn facts(bytes: &[u8], offset: usize, last_segment: bool, repair: bool) -> Facts
 /// [`WalError::Damaged`]; [`WalError::Io`] if a segment cannot be read, cut or deleted; the
 /// error of `apply`, as is.
 pub(crate) fn recover<E: From<WalError>>(
+    storage: &dyn Storage,
     dir: &Path,
     checkpoint: u64,
     sync: bool,
     repair: bool,
     mut apply: impl FnMut(&Record<'_>, &[u8], u64, bool) -> Result<(), E>,
 ) -> Result<Recovered, E> {
-    let segments = list_segments(dir)?;
+    let segments = list_segments(storage, dir)?;
     let mut out = Recovered {
         end: checkpoint,
         ..Recovered::default()
@@ -1099,7 +1106,10 @@ pub(crate) fn recover<E: From<WalError>>(
     // segment that holds the checkpoint (or, if none does, in the first after it).
     let mut first = 0;
     for (start, path) in &segments {
-        let len = fs::metadata(path).map_err(io_err("reading", path))?.len();
+        let len = storage
+            .open(path, false)
+            .and_then(|f| f.len())
+            .map_err(io_err("reading", path))?;
         if start.saturating_add(len) > checkpoint || *start >= checkpoint {
             break;
         }
@@ -1164,7 +1174,7 @@ pub(crate) fn recover<E: From<WalError>>(
         if !archive {
             out.end = *start;
         }
-        let bytes = fs::read(path).map_err(io_err("reading", path))?;
+        let bytes = storage.read(path).map_err(io_err("reading", path))?;
         let mut offset = 0usize;
         // `offset < bytes.len()` in the loop, and `decode` never reports more bytes used than
         // it was given, so the slices below stay in bounds.
@@ -1182,14 +1192,11 @@ pub(crate) fn recover<E: From<WalError>>(
             let decision = decide(&facts(&bytes, offset, last, repair), bytes.len());
             let (to, valid_follow) = match decision {
                 Decision::CutTail => {
-                    let file = fs::OpenOptions::new()
-                        .write(true)
-                        .open(path)
-                        .map_err(io_err("opening", path))?;
+                    let file = storage.open(path, true).map_err(io_err("opening", path))?;
                     file.set_len(offset as u64)
                         .map_err(io_err("truncating", path))?;
                     if sync {
-                        file.sync_all().map_err(io_err("fsync of", path))?;
+                        file.sync_data().map_err(io_err("fsync of", path))?;
                     }
                     out.torn = Some(TornTail {
                         segment: path.clone(),
@@ -1226,7 +1233,7 @@ pub(crate) fn recover<E: From<WalError>>(
         }
     }
     if changed && sync {
-        fsutil::sync_dir(dir).map_err(io_err("fsync of", dir))?;
+        storage.sync_dir(dir).map_err(io_err("fsync of", dir))?;
     }
     Ok(out)
 }
@@ -1240,6 +1247,7 @@ pub(crate) fn recover<E: From<WalError>>(
 /// not cover `from .. to` end to end with valid records: the log between two rotations was
 /// written by this process, so that means it changed under it. The error of `apply`, as is.
 pub(crate) fn read_range<E: From<WalError>>(
+    storage: &dyn Storage,
     dir: &Path,
     from: u64,
     to: u64,
@@ -1248,7 +1256,7 @@ pub(crate) fn read_range<E: From<WalError>>(
 ) -> Result<u64, E> {
     let mut at = from;
     let mut records = 0;
-    for (start, path) in list_segments(dir)? {
+    for (start, path) in list_segments(storage, dir)? {
         if start < from || start >= to {
             continue;
         }
@@ -1257,7 +1265,7 @@ pub(crate) fn read_range<E: From<WalError>>(
                 "the log has no records from LSN {at} to {start}"
             )));
         }
-        let bytes = fs::read(&path).map_err(io_err("reading", &path))?;
+        let bytes = storage.read(&path).map_err(io_err("reading", &path))?;
         let mut offset = 0usize;
         // `decode` never reports more bytes used than it was given, so the slices stay in
         // bounds.

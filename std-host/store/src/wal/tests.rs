@@ -1,3 +1,4 @@
+use std::fs;
 use std::sync::Arc;
 
 use taskstream_core::record::{EventRecord, Record, RecordError};
@@ -5,6 +6,7 @@ use taskstream_core::{Millis, Seq};
 
 use super::*;
 use crate::index::encode_into;
+use crate::storage::StdStorage;
 
 fn event_bytes(task: &str, seq: u64) -> Vec<u8> {
     let payload = format!(r#"{{"i":{seq}}}"#);
@@ -45,6 +47,7 @@ fn try_replay_all(
     let mut seen = Vec::new();
     let mut archived = Vec::new();
     let recovered = recover::<WalError>(
+        &StdStorage,
         dir,
         checkpoint,
         true,
@@ -185,7 +188,7 @@ fn a_missing_or_cut_segment_before_the_last_is_damage() {
     assert_eq!(seen, [("a".to_owned(), 0), ("a".to_owned(), 2)]);
     assert_eq!(recovered.damage.len(), 1);
     // Every segment gone while the checkpoint is past 0.
-    for (_, p) in list_segments(dir.path()).unwrap() {
+    for (_, p) in list_segments(&StdStorage, dir.path()).unwrap() {
         fs::remove_file(p).unwrap();
     }
     match try_replay(dir.path(), third, false) {
@@ -303,11 +306,11 @@ fn rotation_and_checkpoint_deletion_keep_the_suffix() {
     wal.submit(&event_bytes("a", 2), true).unwrap();
     let second = wal.rotate().unwrap();
     wal.submit(&event_bytes("a", 3), true).unwrap();
-    assert_eq!(list_segments(dir.path()).unwrap().len(), 3);
+    assert_eq!(list_segments(&StdStorage, dir.path()).unwrap().len(), 3);
     // A segment that holds a retained event is kept.
     wal.delete_before(second, &BTreeSet::from([first])).unwrap();
     assert_eq!(
-        list_segments(dir.path()).unwrap(),
+        list_segments(&StdStorage, dir.path()).unwrap(),
         [
             (first, segment_path(dir.path(), first)),
             (second, segment_path(dir.path(), second))
@@ -320,7 +323,7 @@ fn rotation_and_checkpoint_deletion_keep_the_suffix() {
     );
     wal.delete_before(second, &BTreeSet::new()).unwrap();
     assert_eq!(
-        list_segments(dir.path()).unwrap(),
+        list_segments(&StdStorage, dir.path()).unwrap(),
         [(second, segment_path(dir.path(), second))]
     );
     drop(wal);
@@ -347,7 +350,7 @@ fn recovery_reads_segments_before_the_checkpoint_as_archived_and_keeps_them() {
     assert_eq!(recovered.torn, None);
     assert!(recovered.damage.is_empty());
     assert_eq!(
-        list_segments(dir.path()).unwrap(),
+        list_segments(&StdStorage, dir.path()).unwrap(),
         [
             (0, segment_path(dir.path(), 0)),
             (third, segment_path(dir.path(), third))
@@ -509,7 +512,7 @@ fn a_failed_sync_in_a_rotation_never_reports_the_rotated_bytes_durable() {
         ));
         assert!(matches!(wal.rotate(), Err(WalError::Failed)), "W4: sticky");
         assert_eq!(
-            list_segments(dir.path()).unwrap().len(),
+            list_segments(&StdStorage, dir.path()).unwrap().len(),
             1,
             "{mode:?}: W6: no new segment after a failed sync"
         );
