@@ -21,6 +21,9 @@ use std::os::unix::fs::{FileExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+#[cfg(test)]
+pub(crate) mod sim;
+
 /// One open file.
 pub(crate) trait StorageFile: Send + Sync {
     /// Writes all of `buf` at `offset`, extending the file if it ends before.

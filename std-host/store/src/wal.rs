@@ -1286,3 +1286,6 @@ pub(crate) fn read_range<E: From<WalError>>(
 
 #[cfg(test)]
 mod tests;
+
+#[cfg(test)]
+mod sim_tests;
