@@ -1232,6 +1232,18 @@ pub(crate) fn recover<E: From<WalError>>(
             out.end = start + offset as u64;
         }
     }
+    if sync {
+        // The log goes on in a new segment after this one, so this one must be durable whole
+        // first (W6): a process that died left its unsynced writes in the page cache, and a
+        // power loss after the restart could still take them, leaving a hole before the new
+        // segment.
+        if let Some((_, path)) = segments.last() {
+            storage
+                .open(path, true)
+                .and_then(|f| f.sync_data())
+                .map_err(io_err("fdatasync of", path))?;
+        }
+    }
     if changed && sync {
         storage.sync_dir(dir).map_err(io_err("fsync of", dir))?;
     }

@@ -222,6 +222,22 @@ impl SimStorage {
         true
     }
 
+    /// Kills the process without a power loss: every write it made stays (in the page cache,
+    /// still unsynced), and a later power loss may still lose it. Returns the handle of the
+    /// restarted process; files opened before fail from now on.
+    pub(crate) fn kill(&self) -> SimStorage {
+        let mut s = self.lock();
+        s.epoch += 1;
+        s.fail_write = None;
+        s.fail_sync = None;
+        s.crash_after = None;
+        s.frozen = false;
+        SimStorage {
+            state: Arc::clone(&self.state),
+            epoch: s.epoch,
+        }
+    }
+
     /// Cuts the power: keeps all durable state and, as the seed decides, some of the unsynced
     /// state (see the module docs); returns the handle of the restarted process. Every file
     /// opened before fails from now on, and the faults and the freeze are cleared.

@@ -8,7 +8,8 @@
 //! and flushes as the seed says, so they replay exactly; threaded rounds run concurrent
 //! appenders on the group commit, and replay their workload but not their interleaving),
 //! sometimes runs retention (rotate, write the checkpoint record, delete the segments before
-//! it), then cuts the power. Checked after every power loss:
+//! it), then cuts the power (or, one round in four, kills only the process: its unsynced
+//! writes stay, for a later power loss to take). Checked after every restart:
 //! - the log starts: losing only unsynced data is never damage (`group` and `event` mode);
 //! - every acknowledged event not yet dropped by retention is there, at its seq, with its
 //!   payload (W3: acknowledged means durable);
@@ -273,7 +274,13 @@ fn run(seed: u64, holes: bool) -> Result<(), String> {
             concurrent(&wal, &mut rng, &tasks, &next, &mut model, threads, steps);
         }
         drop(wal);
-        disk = disk.power_loss();
+        // Mostly a power loss; sometimes only the process dies, and the next power loss may
+        // take what it wrote and never synced.
+        disk = if rng.one_in(4) {
+            disk.kill()
+        } else {
+            disk.power_loss()
+        };
     }
     Ok(())
 }
