@@ -56,6 +56,8 @@ pub(crate) struct Index {
     meta: Tree,
     /// sled's directory and data file, for `fdatasync` (none when temporary).
     files: Option<(PathBuf, File)>,
+    /// Whether sled's `conf` file has been synced (once, at the first synced flush).
+    conf_synced: std::sync::atomic::AtomicBool,
 }
 
 impl Index {
@@ -79,6 +81,7 @@ impl Index {
                 floors: Tree::memory(),
                 meta: Tree::memory(),
                 files: None,
+                conf_synced: std::sync::atomic::AtomicBool::new(false),
             });
         };
         let config = sled::Config::new()
@@ -105,6 +108,7 @@ impl Index {
             meta: tree("meta")?,
             db: Some(db),
             files: Some((dir.to_owned(), file)),
+            conf_synced: std::sync::atomic::AtomicBool::new(false),
         })
     }
 
@@ -495,7 +499,7 @@ impl Index {
     }
 
     /// Makes everything applied so far durable: sled's flush, then (with `sync`) `fdatasync` of
-    /// its data file and `fsync` of its directory.
+    /// its data file (and, the first time, of its `conf`) and `fsync` of its directory.
     pub(crate) fn flush(&self, sync: bool) -> Result<(), StoreError> {
         if let Some(db) = &self.db {
             db.flush().map_err(|e| StoreError::index("flushing", e))?;
@@ -503,6 +507,21 @@ impl Index {
         if let (true, Some((dir, file))) = (sync, &self.files) {
             file.sync_data()
                 .map_err(StoreError::io("fdatasync of", &dir.join("db")))?;
+            // sled writes its `conf` (with two plain writes, never synced) when it creates
+            // the index, and cannot open the index without it: made durable here, once,
+            // before anything (the `INDEX` switch, a checkpoint) relies on the index.
+            if !self.conf_synced.load(std::sync::atomic::Ordering::Relaxed) {
+                let conf = dir.join("conf");
+                match File::open(&conf) {
+                    Ok(f) => f
+                        .sync_data()
+                        .map_err(StoreError::io("fdatasync of", &conf))?,
+                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                    Err(e) => return Err(StoreError::io("opening", &conf)(e)),
+                }
+                self.conf_synced
+                    .store(true, std::sync::atomic::Ordering::Relaxed);
+            }
             fsutil::sync_dir(dir).map_err(StoreError::io("fsync of", dir))?;
             // sled may have created files (snapshots) since the last look.
             fsutil::restrict_tree(dir).map_err(StoreError::io("restricting", dir))?;

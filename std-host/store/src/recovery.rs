@@ -37,6 +37,8 @@ struct Expected {
     checkpoint: Option<Checkpoint>,
     /// Tasks the replayed log removed.
     removed: HashSet<String>,
+    /// The LSN of each task's last record replayed (from the checkpoint on).
+    last_lsn: HashMap<String, u64>,
     /// The index directory in use.
     index_dir: PathBuf,
 }
@@ -52,12 +54,23 @@ fn min_event_record(id_len: usize) -> u64 {
 /// than a segment holds (a checkpoint is due after 64 MiB).
 const UNKNOWN_HOLE_BYTES: u64 = 256 << 20;
 
-/// How many seqs a task with id `id` may have used in the damaged stretches `damage`.
-fn seqs_in(damage: &[wal::Damage], id: &str) -> u64 {
-    damage.iter().fold(0u64, |n, d| {
-        let bytes = d.bytes.unwrap_or(UNKNOWN_HOLE_BYTES);
-        n.saturating_add(bytes / min_event_record(id.len()) + 1)
-    })
+/// How many seqs past its last recovered one a task with id `id` may have used in the damaged
+/// stretches `damage`, when its last record replayed is at LSN `last` (`None`: none was). A
+/// task's seqs rise with the log, so only the stretches after its last record can hold seqs
+/// past it; one before that record holds none the task still could issue, and moving the
+/// task's next seq past it would only leave empty seqs (which count toward the retention
+/// limit, pushing retained events out).
+fn seqs_in(damage: &[wal::Damage], id: &str, last: Option<u64>) -> u64 {
+    damage
+        .iter()
+        .filter(|d| {
+            let at = wal::segment_start(&d.segment).map_or(u64::MAX, |s| s + d.offset);
+            last.is_none_or(|last| at > last)
+        })
+        .fold(0u64, |n, d| {
+            let bytes = d.bytes.unwrap_or(UNKNOWN_HOLE_BYTES);
+            n.saturating_add(bytes / min_event_record(id.len()) + 1)
+        })
 }
 
 pub(crate) fn open(config: StoreConfig, now: Millis, mode: Mode) -> Result<Store, StoreError> {
@@ -160,6 +173,7 @@ pub(crate) fn open(config: StoreConfig, now: Millis, mode: Mode) -> Result<Store
             }
             fsutil::create_private_dir(&wal_dir).map_err(StoreError::io("creating", &wal_dir))?;
             let mut removed = HashSet::new();
+            let mut last_lsn = HashMap::new();
             let recovered = wal::recover(
                 &**files.storage(),
                 &wal_dir,
@@ -173,6 +187,9 @@ pub(crate) fn open(config: StoreConfig, now: Millis, mode: Mode) -> Result<Store
                     }
                     if let Record::Remove { task_id } = rec {
                         removed.insert((*task_id).to_owned());
+                    }
+                    if repair {
+                        last_lsn.insert(rec.task_id().to_owned(), lsn);
                     }
                     index.replay(rec, raw, lsn)
                 },
@@ -211,6 +228,7 @@ pub(crate) fn open(config: StoreConfig, now: Millis, mode: Mode) -> Result<Store
                 Some(Expected {
                     checkpoint: saved,
                     removed,
+                    last_lsn,
                     index_dir,
                 }),
             )
@@ -308,7 +326,8 @@ pub(crate) fn open(config: StoreConfig, now: Millis, mode: Mode) -> Result<Store
         for id in &running {
             let Some(slot) = tasks.get(id) else { continue };
             let mut st = super::lock(&slot.state);
-            let lost = seqs_in(&recovered.damage, id);
+            let last = expected.as_ref().and_then(|e| e.last_lsn.get(id).copied());
+            let lost = seqs_in(&recovered.damage, id, last);
             let floor = floors.get(id).copied().unwrap_or(0);
             let target = st.next.get().max(floor).saturating_add(lost);
             let target = Seq::new(target).unwrap_or(Seq::MAX);
@@ -606,6 +625,9 @@ mod tests {
         let mut damaged = None;
         for entry in std::fs::read_dir(dir.path().join("wal")).unwrap() {
             let path = entry.unwrap().path();
+            if wal::segment_start(&path).is_none() {
+                continue;
+            }
             let mut bytes = std::fs::read(&path).unwrap();
             let mut at = 0;
             let mut hit = false;
@@ -675,7 +697,11 @@ mod tests {
         {
             let mut raws = Vec::new();
             for entry in std::fs::read_dir(dir.path().join("wal")).unwrap() {
-                let bytes = std::fs::read(entry.unwrap().path()).unwrap();
+                let path = entry.unwrap().path();
+                if wal::segment_start(&path).is_none() {
+                    continue;
+                }
+                let bytes = std::fs::read(path).unwrap();
                 let mut at = 0;
                 while at < bytes.len() {
                     let (rec, used) = record::decode(&bytes[at..]).unwrap();
