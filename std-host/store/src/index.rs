@@ -27,6 +27,7 @@ use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use bytes::Bytes;
 use taskstream_core::record::{self, EventRecord, Record};
 use taskstream_core::{EventType, Payload, Seq};
 
@@ -316,11 +317,12 @@ impl Index {
 
     /// The stored event `seq` of a task: its raw record (an `Event` record, or in the log the
     /// `Transition` of a status event).
-    pub(crate) fn event(&self, task_id: &str, seq: Seq) -> Result<Option<sled::IVec>, StoreError> {
+    pub(crate) fn event(&self, task_id: &str, seq: Seq) -> Result<Option<Bytes>, StoreError> {
         match &self.events {
             Events::Log(table) => table.event(task_id, seq),
             Events::Tree(events) => events
                 .get(&event_key(task_id, seq))
+                .map(|v| v.map(Bytes::from_owner))
                 .map_err(|e| StoreError::index("reading an event", e)),
         }
     }
@@ -333,7 +335,7 @@ impl Index {
         from: Seq,
         to: Seq,
         want: usize,
-    ) -> Box<dyn Iterator<Item = Result<sled::IVec, StoreError>> + '_> {
+    ) -> Box<dyn Iterator<Item = Result<Bytes, StoreError>> + '_> {
         match &self.events {
             Events::Log(table) => Box::new(LogEvents {
                 table,
@@ -346,7 +348,10 @@ impl Index {
             Events::Tree(events) => Box::new(
                 events
                     .values(&event_key(task_id, from), &event_key(task_id, to))
-                    .map(|v| v.map_err(|e| StoreError::index("reading events", e))),
+                    .map(|v| {
+                        v.map(Bytes::from_owner)
+                            .map_err(|e| StoreError::index("reading events", e))
+                    }),
             ),
         }
     }
@@ -542,11 +547,11 @@ struct LogEvents<'a> {
     next: Option<Seq>,
     to: Seq,
     chunk: usize,
-    ready: std::collections::VecDeque<sled::IVec>,
+    ready: std::collections::VecDeque<Bytes>,
 }
 
 impl Iterator for LogEvents<'_> {
-    type Item = Result<sled::IVec, StoreError>;
+    type Item = Result<Bytes, StoreError>;
 
     fn next(&mut self) -> Option<Self::Item> {
         if self.ready.is_empty() {
