@@ -117,13 +117,25 @@ pub(crate) fn open(config: StoreConfig, now: Millis, mode: Mode) -> Result<Store
                 Ok(index) => index,
                 // An I/O error (a full disk, a failing device) is not damage.
                 Err(e) if e.is_io() => return Err(e),
-                Err(e) if repair => {
+                // With no checkpoint record, no checkpoint has relied on the index: it holds
+                // nothing the log does not (the log is replayed from its start, and recovery
+                // refuses if that start is gone). sled writes its `conf` unsynced when it
+                // creates an index, so a power loss at a data dir's first open can leave one
+                // that does not open: that is no damage, and the index is built anew.
+                Err(e) if repair || saved.is_none() => {
                     let aside = set_aside(dir, &generation.dir)?;
-                    report.repairs.push(format!(
+                    let what = format!(
                         "the index could not be opened ({e}); it was moved to {} and a new one \
                          built from the log",
                         aside.display()
-                    ));
+                    );
+                    if repair {
+                        report.repairs.push(what);
+                    } else {
+                        report.warnings.push(format!(
+                            "{what} (no checkpoint had relied on it, so nothing is lost)"
+                        ));
+                    }
                     open_index(&generation.dir, config.index_cache_bytes, &table)?
                 }
                 Err(e) => {
@@ -597,6 +609,44 @@ mod tests {
             retention: RetentionPolicy::DEFAULT,
             max_store_bytes: DEFAULT_MAX_STORE_BYTES,
             index_cache_bytes: DEFAULT_INDEX_CACHE_BYTES,
+        }
+    }
+
+    #[test]
+    fn an_index_that_does_not_open_is_rebuilt_when_no_checkpoint_relied_on_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let write = |payloads: &[&str]| {
+            let store = Store::open(config(dir.path()), Millis(1)).unwrap();
+            store.create_task(record("t"), Millis(1)).unwrap();
+            for p in payloads {
+                store
+                    .append("t", "dev.taskstream.tick", p.as_bytes(), Millis(2))
+                    .unwrap();
+            }
+            store
+                .finish("t", TaskStatus::Completed, None, None, None, Millis(3))
+                .unwrap();
+        };
+        write(&[r#"{"i":0}"#, r#"{"i":1}"#]);
+        // sled's `conf` as a power loss at the first open can leave it (unsynced: zeros).
+        let conf = dir.path().join("index").join("conf");
+        let len = std::fs::metadata(&conf).unwrap().len();
+        std::fs::write(&conf, vec![0u8; usize::try_from(len).unwrap()]).unwrap();
+        // With the checkpoint record, a checkpoint relied on the index: damage, refused.
+        let refused = Store::open(config(dir.path()), Millis(4)).err().unwrap();
+        assert!(refused.is_damage(), "{refused}");
+        assert!(
+            refused.to_string().contains("cannot be opened"),
+            "{refused}"
+        );
+        // Without it (the power loss came before the first checkpoint), built from the log.
+        std::fs::remove_file(dir.path().join(checkpoint::FILE)).unwrap();
+        let store = Store::open(config(dir.path()), Millis(4)).unwrap();
+        let warnings = store.recovery().warnings.join("\n");
+        assert!(warnings.contains("built from the log"), "{warnings}");
+        for (seq, want) in [(1, br#"{"i":0}"#), (2, br#"{"i":1}"#)] {
+            let got = store.event("t", Seq::new(seq).unwrap()).unwrap();
+            assert_eq!(got.payload, want.to_vec(), "seq {seq}");
         }
     }
 
