@@ -106,6 +106,7 @@ const POLICY: RetentionPolicy = RetentionPolicy {
     )),
     terminal_retention: Millis(TTL_MS),
     max_payload_bytes: 256,
+    retain_from_checkpoint: false,
 };
 
 #[derive(Clone, Copy, PartialEq, Eq)]
