@@ -45,23 +45,43 @@ impl fmt::Display for EventTypeError {
 impl core::error::Error for EventTypeError {}
 
 impl<'a> EventType<'a> {
-    /// Validates `s` as a vendor-prefixed event type.
+    /// Validates `s` as a vendor-prefixed event type. A `const fn`, so that a type fixed in
+    /// the program can be checked when it is compiled (`const T: EventType<'static> = match
+    /// EventType::new("com.example.name") { … }`), leaving no check in the binary.
     ///
     /// # Errors
     /// [`EventTypeError`] naming the rule `s` breaks.
-    pub fn new(s: &'a str) -> Result<EventType<'a>, EventTypeError> {
-        if s.is_empty() || s.len() > MAX_EVENT_TYPE_BYTES {
+    pub const fn new(s: &'a str) -> Result<EventType<'a>, EventTypeError> {
+        let bytes = s.as_bytes();
+        if bytes.is_empty() || bytes.len() > MAX_EVENT_TYPE_BYTES {
             return Err(EventTypeError::Length);
         }
+        // One pass over the bytes: a character outside a label's set, or an empty label, is a
+        // syntax error wherever it stands, before the count of labels is judged.
         let mut labels = 0usize;
-        for (i, label) in s.split('.').enumerate() {
-            let mut bytes = label.bytes();
-            let first = bytes.next().ok_or(EventTypeError::Syntax)?;
-            let ok = |b: u8| b.is_ascii_alphanumeric() || b == b'-' || b == b'_';
-            if !ok(first) || (i == 0 && !first.is_ascii_alphabetic()) || !bytes.all(ok) {
-                return Err(EventTypeError::Syntax);
+        let mut at_label_start = true;
+        let mut rest = bytes;
+        while let [c, tail @ ..] = rest {
+            let c = *c;
+            if c == b'.' {
+                if at_label_start {
+                    return Err(EventTypeError::Syntax);
+                }
+                at_label_start = true;
+            } else {
+                let ok = c.is_ascii_alphanumeric() || c == b'-' || c == b'_';
+                if !ok || (at_label_start && labels == 0 && !c.is_ascii_alphabetic()) {
+                    return Err(EventTypeError::Syntax);
+                }
+                if at_label_start {
+                    labels += 1;
+                    at_label_start = false;
+                }
             }
-            labels += 1;
+            rest = tail;
+        }
+        if at_label_start {
+            return Err(EventTypeError::Syntax);
         }
         if labels < 3 {
             return Err(EventTypeError::Unprefixed);

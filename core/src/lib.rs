@@ -46,7 +46,7 @@ pub mod time;
 pub use event::{EventType, Payload};
 pub use id::RequestId;
 pub use resume::{Lifecycle, Resume, ResumeError, Retained};
-pub use retention::RetentionPolicy;
+pub use retention::{RetentionPolicy, CHECKPOINT_EVENT_TYPE};
 pub use ring::EventRing;
 pub use seq::{Seq, SeqAllocator};
 pub use streams::StreamTable;

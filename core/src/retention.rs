@@ -18,7 +18,17 @@ pub struct RetentionPolicy {
     pub terminal_retention: Millis,
     /// The largest compact payload of one event; larger events are refused.
     pub max_payload_bytes: u32,
+    /// Retention from the latest checkpoint (`--retain-from-checkpoint`; CP-03): once an event
+    /// of type [`CHECKPOINT_EVENT_TYPE`] is appended, every event of its task before it is
+    /// dropped, so the earliest retained event is that checkpoint. The other limits still
+    /// apply on top.
+    pub retain_from_checkpoint: bool,
 }
+
+/// The type of a checkpoint event (docs/interface.md, "Checkpoints"): its payload is
+/// `{"coversThrough": SEQ, "state": OBJECT}`, the task's state after every event up to and
+/// including `coversThrough`.
+pub const CHECKPOINT_EVENT_TYPE: &str = "dev.taskstream.checkpoint";
 
 impl RetentionPolicy {
     /// 10 000 events per task.
@@ -37,7 +47,15 @@ impl RetentionPolicy {
         max_event_age: Self::DEFAULT_MAX_EVENT_AGE,
         terminal_retention: Self::DEFAULT_TERMINAL_RETENTION,
         max_payload_bytes: Self::DEFAULT_MAX_PAYLOAD_BYTES,
+        retain_from_checkpoint: false,
     };
+
+    /// Whether appending an event of `event_type` drops every earlier event of its task
+    /// ([`retain_from_checkpoint`](Self::retain_from_checkpoint) and a checkpoint).
+    #[must_use]
+    pub fn drops_before(&self, event_type: &str) -> bool {
+        self.retain_from_checkpoint && event_type == CHECKPOINT_EVENT_TYPE
+    }
 
     /// Whether an event stored at `at` has outlived [`max_event_age`](Self::max_event_age) at `now`.
     #[must_use]
@@ -85,5 +103,17 @@ mod tests {
         assert_eq!(p.max_event_age, Millis(86_400_000));
         assert_eq!(p.terminal_retention, Millis(3_600_000));
         assert_eq!(p.max_payload_bytes, 65_536);
+        assert!(!p.retain_from_checkpoint);
+    }
+
+    #[test]
+    fn only_a_checkpoint_under_the_option_drops_what_came_before() {
+        let on = RetentionPolicy {
+            retain_from_checkpoint: true,
+            ..RetentionPolicy::DEFAULT
+        };
+        assert!(on.drops_before(CHECKPOINT_EVENT_TYPE));
+        assert!(!on.drops_before("dev.taskstream.tick"));
+        assert!(!RetentionPolicy::DEFAULT.drops_before(CHECKPOINT_EVENT_TYPE));
     }
 }

@@ -233,6 +233,12 @@ impl<const EVENTS: usize, const BYTES: usize> EventRing<EVENTS, BYTES> {
         // that holds nothing, and the seq must be allocated either way.
         let count_cap = EVENTS.min(policy.max_events as usize).max(1);
         let mut evicted = 0u64;
+        // Retention from a checkpoint (CP-03): the checkpoint becomes the earliest event.
+        if policy.drops_before(event_type.as_str()) {
+            while self.evict_front() {
+                evicted += 1;
+            }
+        }
         let start = loop {
             if self.slots.len() < count_cap && self.used + len <= byte_cap {
                 if let Some(start) = self.place(len) {

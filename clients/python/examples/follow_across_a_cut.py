@@ -6,6 +6,10 @@
 Starts `emit {count: 20, interval_ms: 50}` as a task, follows it, drops the connection after
 seq 5 while the task runs, and goes on through `reconnect` on a new one. Prints each event as it
 is processed and exits non-zero unless every event was processed exactly once.
+
+On `mcp` 1.x it speaks 2025-11-25 (an initialize handshake; the task started with the SDK's
+SEP-1686 `call_tool_as_task`); on `mcp` 2.x, 2026-07-28 (`server/discover`, the Tasks extension
+declared, the `resultType: "task"` answer taken through a `ResultClaim`).
 """
 
 import logging
@@ -13,12 +17,42 @@ import sys
 import tempfile
 import warnings
 
+from typing import Any, Literal
+
 import anyio
 import anyio.abc
 from mcp import ClientSession
-from mcp.client.streamable_http import streamablehttp_client
+from pydantic import ConfigDict, Field
 
 from mcp_task_events import FileCursorStore, TaskStreamConnection, follow_task, tap_task_events
+
+try:  # mcp 2.x
+    from mcp.client.extension import ResultClaim
+    from mcp.client.streamable_http import streamable_http_client as http_client
+    from mcp_types import CallToolResult, Result
+
+    TASKS = "io.modelcontextprotocol/tasks"
+
+    class CreatedTask(Result):
+        """2026-07-28: a tools/call that became a task answers a flat CreateTaskResult."""
+
+        model_config = ConfigDict(extra="allow")
+        result_type: Literal["task"] = Field(alias="resultType", default="task")
+        task_id: str = Field(alias="taskId")
+
+    async def _unresolved(created: CreatedTask, ctx: Any) -> CallToolResult:
+        raise RuntimeError("the demo takes the task as it was created (allow_claimed=True)")
+
+    SESSION_OPTIONS: dict[str, Any] = {
+        "extensions": {TASKS: {}},
+        "result_claims": {TASKS: [ResultClaim(result_type="task", model=CreatedTask, resolve=_unresolved)]},
+    }
+    MODERN = True
+except ImportError:  # mcp 1.x
+    from mcp.client.streamable_http import streamablehttp_client as http_client  # type: ignore[no-redef]
+
+    SESSION_OPTIONS = {}
+    MODERN = False
 
 # mcp 1.x marks its SEP-1686 (2025-11-25) task API experimental and deprecated; it is the era
 # this SDK version speaks.
@@ -34,10 +68,13 @@ async def open_connection(tg: anyio.abc.TaskGroup, url: str) -> tuple[TaskStream
     box: list[TaskStreamConnection] = []
 
     async def run() -> None:
-        async with streamablehttp_client(url) as (read, write, _):
-            async with tap_task_events(read) as (read, events):
-                async with ClientSession(read, write) as session:
-                    await session.initialize()
+        async with http_client(url) as streams:
+            async with tap_task_events(streams[0]) as (read, events):
+                async with ClientSession(read, streams[1], **SESSION_OPTIONS) as session:
+                    if MODERN:
+                        await session.discover()
+                    else:
+                        await session.initialize()
                     box.append(TaskStreamConnection(session, events))
                     ready.set()
                     await close.wait()
@@ -50,8 +87,12 @@ async def open_connection(tg: anyio.abc.TaskGroup, url: str) -> tuple[TaskStream
 async def main(url: str) -> int:
     async with anyio.create_task_group() as tg:
         first, drop_first = await open_connection(tg, url)
-        created = await first.session.experimental.call_tool_as_task("emit", {"count": 20, "interval_ms": 50})
-        task_id = created.task.taskId
+        if MODERN:
+            created = await first.session.call_tool("emit", {"count": 20, "interval_ms": 50}, allow_claimed=True)
+            task_id = created.task_id
+        else:
+            created = await first.session.experimental.call_tool_as_task("emit", {"count": 20, "interval_ms": 50})
+            task_id = created.task.taskId
 
         async def connect() -> TaskStreamConnection:
             return (await open_connection(tg, url))[0]

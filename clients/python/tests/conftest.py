@@ -22,6 +22,7 @@ from pydantic import ConfigDict
 
 import mcp.types as types
 from mcp_task_events import TaskStreamConnection, tap_task_events
+from mcp_task_events._compat import SDK_MAJOR, pending_requests
 
 try:
     from mcp.client.streamable_http import streamable_http_client as http_client
@@ -52,13 +53,51 @@ class Conn(TaskStreamConnection):
         # end of the stream; only then is the connection closed (closing it first would cancel
         # the session before it could).
         with anyio.fail_after(10):
-            while self.session._response_streams:
+            while pending_requests(self.session):
                 await anyio.sleep(0.01)
         self._stop.set()
 
 
-async def open_connection(tg: anyio.abc.TaskGroup, target: list[str] | str) -> Conn:
-    """Opens a connection in `tg`: `target` is a stdio command line or an HTTP URL."""
+# The protocol eras the tests run in: 2025-11-25 (an initialize handshake, sessions), and on
+# mcp 2.x also 2026-07-28 (server/discover, stateless requests, Tasks as the extension).
+ERAS = ["legacy", "modern"] if SDK_MAJOR >= 2 else ["legacy"]
+MODERN = "2026-07-28"
+TASKS_EXTENSION = "io.modelcontextprotocol/tasks"
+
+
+def modern_session_options() -> dict[str, Any]:
+    """A 2026-07-28 session's options on mcp 2.x: the Tasks extension declared, and a claim on
+    the `resultType: "task"` answer of a tools/call (the SDK's way to take an extension's result
+    shape), so that `call_tool(..., allow_claimed=True)` answers the created task."""
+    from typing import Literal
+
+    from mcp.client.extension import ResultClaim
+    from mcp_types import CallToolResult, Result
+    from pydantic import Field
+
+    class CreatedTask(Result):
+        model_config = ConfigDict(extra="allow")
+        result_type: Literal["task"] = Field(alias="resultType", default="task")
+        task_id: str = Field(alias="taskId")
+
+    async def unresolved(created: CreatedTask, ctx: Any) -> CallToolResult:
+        raise RuntimeError("the tests take a task as it was created (allow_claimed=True)")
+
+    claim = ResultClaim(result_type="task", model=CreatedTask, resolve=unresolved)
+    return {"extensions": {TASKS_EXTENSION: {}}, "result_claims": {TASKS_EXTENSION: [claim]}}
+
+
+@dataclass
+class Connections:
+    """Where a test's connections run (`tg`), and the era they speak."""
+
+    tg: anyio.abc.TaskGroup
+    era: str
+
+
+async def open_connection(connections: Connections, target: list[str] | str) -> Conn:
+    """Opens a connection: `target` is a stdio command line or an HTTP URL."""
+    tg, era = connections.tg, connections.era
     ready = anyio.Event()
     stop = anyio.Event()
     box: dict[str, Any] = {}
@@ -92,8 +131,18 @@ async def open_connection(tg: anyio.abc.TaskGroup, target: list[str] | str) -> C
                 async with anyio.create_task_group() as inner:
                     inner.start_soon(pump)
                     async with tap_task_events(middle_receive) as (tapped, router):
-                        async with ClientSession(tapped, write) as session:
-                            await session.initialize()
+                        if era == "modern":
+                            # Declaring the Tasks extension: without it the server refuses
+                            # tasks/stream (-32021).
+                            session_cm = ClientSession(tapped, write, **modern_session_options())
+                        else:
+                            session_cm = ClientSession(tapped, write)
+                        async with session_cm as session:
+                            if era == "modern":
+                                await session.discover()  # type: ignore[attr-defined]
+                                assert session.protocol_version == MODERN, session.protocol_version  # type: ignore[attr-defined]
+                            else:
+                                await session.initialize()
                             box["conn"] = Conn(session, router, cut, stop)
                             ready.set()
                             await stop.wait()
@@ -111,10 +160,10 @@ async def open_connection(tg: anyio.abc.TaskGroup, target: list[str] | str) -> C
     return box["conn"]
 
 
-@pytest.fixture
-async def connections() -> AsyncIterator[anyio.abc.TaskGroup]:
+@pytest.fixture(params=ERAS)
+async def connections(request: pytest.FixtureRequest) -> AsyncIterator[Connections]:
     async with anyio.create_task_group() as tg:
-        yield tg
+        yield Connections(tg, request.param)
         tg.cancel_scope.cancel()
 
 
@@ -186,10 +235,25 @@ class _Result(types.Result):
 
 
 async def start_emit(session: ClientSession, **arguments: Any) -> str:
-    """Starts `emit` as a task (2025-11-25 `params.task`) and answers its id."""
-    r = await session.send_request(
-        _Request(method="tools/call", params=_Params(name="emit", arguments=arguments, task={"ttl": 60000})), _Result
-    )
-    task = (r.model_extra or {}).get("task") or {}
-    assert isinstance(task.get("taskId"), str), r
+    """Starts `emit` as a task and answers its id. 2026-07-28: the session declared the Tasks
+    extension, and its claim takes the `resultType: "task"` answer. 2025-11-25: `params.task`;
+    `mcp` 2.x, which has no SEP-1686 task API, would check the answer against `CallToolResult`,
+    so there the request goes out through the session's dispatcher, stamped as the session
+    stamps every request."""
+    params: dict[str, Any] = {"name": "emit", "arguments": arguments, "task": {"ttl": 60000}}
+    if SDK_MAJOR >= 2 and session.protocol_version == MODERN:  # type: ignore[attr-defined]
+        # 2026-07-28: a tools/call of a client that declared the Tasks extension is a task, and
+        # its result is a flat CreateTaskResult.
+        created = await session.call_tool("emit", arguments, allow_claimed=True)  # type: ignore[call-overload]
+        task = {"taskId": getattr(created, "task_id", None)}
+    elif SDK_MAJOR >= 2:
+        data: dict[str, Any] = {"method": "tools/call", "params": params}
+        opts: dict[str, Any] = {}
+        session._stamp(data, opts)  # type: ignore[attr-defined]
+        raw = await session._dispatcher.send_raw_request("tools/call", data["params"], opts)  # type: ignore[attr-defined]
+        task = raw.get("task") or {}
+    else:
+        r = await session.send_request(_Request(method="tools/call", params=_Params(**params)), _Result)
+        task = (r.model_extra or {}).get("task") or {}
+    assert isinstance(task.get("taskId"), str), task
     return task["taskId"]

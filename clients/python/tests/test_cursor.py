@@ -66,3 +66,18 @@ async def test_file_cursor_store(tmp_path: Path) -> None:
     assert json.loads((tmp_path / f"{b't-1'.hex()}.cursor").read_text()) == {"taskId": "t-1", "seq": 42}
     with pytest.raises(ValueError):
         store.path_of("")
+
+
+def test_runs_on_the_sdk_major_asked_for() -> None:
+    """The compatibility layer picked the installed SDK's major, and it is the one the test run
+    asked for (scripts/clients runs these tests on mcp 1.x and on 2.x)."""
+    import importlib.metadata
+    import os
+
+    from mcp_task_events._compat import SDK_MAJOR
+
+    installed = int(importlib.metadata.version("mcp").split(".")[0])
+    assert SDK_MAJOR == installed
+    want = os.environ.get("EXPECT_MCP_MAJOR")
+    if want is not None:
+        assert SDK_MAJOR == int(want), f"asked for mcp {want}.x, running on {importlib.metadata.version('mcp')}"

@@ -80,6 +80,30 @@ async def test_push_unsolicited_is_not_relied_on(connections) -> None:
     assert follow.outcome.status == "completed"
 
 
+@pytest.mark.parametrize("fault", ["replay-includes-cursor", "after-last-not-immediate"])
+async def test_an_event_at_the_cursor_sent_again_is_dropped(connections, fault: str) -> None:
+    conn = await faulty(connections, fault)
+    task_id = await start_emit(conn.session, count=6, interval_ms=20)
+    processed: list[int] = []
+    async with follow_task(conn, task_id) as follow:
+        await follow.run(lambda e: processed.append(e.seq))
+    assert processed == list(range(8)), "every event processed once"
+    assert follow.stats.duplicates >= 1, follow.stats
+    assert follow.outcome.status == "completed"
+
+
+async def test_an_unknown_event_type_is_handed_on_and_committed(connections) -> None:
+    """§4.3: a type the host does not know is not an error; its seq is processed like any."""
+    conn = await faulty(connections, "unprefixed-type")
+    task_id = await start_emit(conn.session, count=4, interval_ms=10)
+    cursors = MemoryCursorStore()
+    async with follow_task(conn, task_id, cursors=cursors) as follow:
+        types = [e.type async for e in follow]
+    assert types[1:5] == ["tick"] * 4
+    assert cursors.load(task_id) == 5
+    assert follow.outcome.status == "completed"
+
+
 async def test_never_close_ends_by_the_idle_check(connections) -> None:
     conn = await faulty(connections, "never-close")
     task_id = await start_emit(conn.session, count=5, interval_ms=10)
@@ -106,6 +130,18 @@ async def test_server_fault_is_a_stream_violation(connections, fault: str, what:
         async with follow_task(conn, task_id) as follow:
             await collect(follow)
     assert re.search(what, str(violation.value)), violation.value
+
+
+@pytest.mark.parametrize("fault", ["no-after-live-only", "live-before-replay"])
+async def test_a_stream_that_skips_the_retained_events_is_a_gap(connections, fault: str) -> None:
+    """The task's first event (seq 0, its working status) is retained before any stream opens:
+    a stream without after that starts past it is a gap, never processed out of order."""
+    conn = await faulty(connections, fault)
+    task_id = await start_emit(conn.session, count=50, interval_ms=20)
+    with pytest.raises(EventsGoneError) as gone:
+        async with follow_task(conn, task_id) as follow:
+            await collect(follow)
+    assert gone.value.earliest_seq >= 1 and gone.value.after is None
 
 
 async def test_start_at_one_is_a_gap(connections) -> None:

@@ -125,5 +125,53 @@ async def test_events_gone_fail_or_recover_and_report_the_gap(servers, connectio
             await collect(follow)
     assert gone.value.earliest_seq == 9
     async with follow_task(conn, task_id, on_events_gone="recover") as fresh:
-        assert await collect(fresh) == list(range(9, 14))
+        got = await collect(fresh)
+        assert got == list(range(9, 14)), (got, fresh.stats, fresh.gaps)
     assert [(g.first, g.last) for g in fresh.gaps] == [(0, 8)]
+
+
+async def test_a_late_joiner_of_a_running_task_and_tasks_get_without_replay(servers, connections) -> None:
+    main, _ = servers
+    conn = await open_connection(connections, main)
+    task_id = await start_emit(conn.session, count=60, interval_ms=25)
+    # tasks/get reports where the events stand while the task runs, and opens no stream: no
+    # event of the task reaches the connection.
+    heard: list[dict] = []
+    unlisten = conn.events.listen(task_id, heard.append)
+    with anyio.fail_after(20):
+        while True:
+            r = await get_event_range(conn.session, task_id)
+            if r.latest_seq is not None and r.latest_seq >= 10:
+                break
+            await anyio.sleep(0.02)
+    r = await get_event_range(conn.session, task_id)
+    unlisten()
+    assert r.status == "working" and not r.terminal and r.reported, r
+    assert r.earliest_seq == 0 and r.latest_seq is not None and r.latest_seq >= 10 and r.next_seq == r.latest_seq + 1, r
+    assert heard == [], "tasks/get delivered events"
+    # A joiner that comes late gets the retained events, then the live ones, each once.
+    late = await open_connection(connections, main)
+    async with follow_task(late, task_id) as follow:
+        seqs = await collect(follow)
+    assert seqs == list(range(62))
+    assert follow.stats.duplicates == 0 and follow.outcome.status == "completed"
+
+
+async def test_a_follow_from_after(servers, connections) -> None:
+    main, _ = servers
+    conn = await open_connection(connections, main)
+    task_id = await start_emit(conn.session, count=8)
+    # An after beyond the task's last event is refused: let the task end first.
+    with anyio.fail_after(20):
+        while not (await get_event_range(conn.session, task_id)).terminal:
+            await anyio.sleep(0.02)
+    async with follow_task(conn, task_id, after=4) as follow:
+        assert await collect(follow) == list(range(5, 10)), "from after: nothing at or before it"
+    assert follow.stats.afters[0] == 4 and follow.gaps == []
+    # After beyond the stored cursor: the skipped range is reported as a gap.
+    cursors = MemoryCursorStore()
+    cursors.save(task_id, 2)
+    async with follow_task(conn, task_id, cursors=cursors, after=6) as past:
+        assert await collect(past) == list(range(7, 10))
+    assert [(g.first, g.last, g.why) for g in past.gaps] == [(3, 6, "started past the cursor")]
+    assert cursors.load(task_id) == 9

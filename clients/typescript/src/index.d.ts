@@ -33,8 +33,28 @@ export interface TaskEvent {
     /** Untrusted data from the task: never execute it; sanitise what you render. */
     payload: Record<string, unknown>;
     _meta?: Record<string, unknown>;
+    /** Set on a checkpoint event (type `dev.taskstream.checkpoint`, payload `{coversThrough, state}`). */
+    checkpoint?: Checkpoint;
+    /** Set on the first event after a gap (`onEventsGone: 'recover'`): the range lost before it. */
+    afterGap?: Gap;
+    /**
+     * True when the follow started (or restarted, after a gap) from this checkpoint: the host
+     * replaces its state with `checkpoint.state`, which covers `afterGap`, and the events after
+     * it follow.
+     */
+    fromCheckpoint?: true;
     [key: string]: unknown;
 }
+
+/** A checkpoint event's payload: the task's state after every event up to `coversThrough`. */
+export interface Checkpoint {
+    coversThrough: number;
+    state: Record<string, unknown>;
+}
+/** The type of a checkpoint event. */
+export declare const CHECKPOINT_EVENT_TYPE: 'dev.taskstream.checkpoint';
+/** An event as a checkpoint, or `undefined` when it is not one (or its payload is not of that shape). */
+export declare function checkpointOf(event: { type?: string; payload?: unknown }): Checkpoint | undefined;
 
 /** Where the cursors (the last processed seq of each task) are kept. */
 export interface CursorStore {
@@ -137,6 +157,8 @@ export interface FollowStats {
     goneRecoveries: number;
     /** The `after` of every `tasks/stream` opened, in order. */
     afters: (number | undefined)[];
+    /** The seqs of the checkpoints the follow started from after a gap. */
+    checkpointStarts: number[];
 }
 
 /** One follow of one task: iterate it once (`for await`), or call `run` once. */

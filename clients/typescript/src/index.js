@@ -30,6 +30,21 @@ export const RELATED_TASK_META_KEY = 'io.modelcontextprotocol/related-task';
 export const EVENTS_META_KEY = 'dev.taskstream/events';
 /** Task statuses after which no event is appended. */
 export const TERMINAL_STATUSES = Object.freeze(['completed', 'failed', 'cancelled']);
+/** The type of a checkpoint event: `{coversThrough, state}`, the task's state after every event up to `coversThrough`. */
+export const CHECKPOINT_EVENT_TYPE = 'dev.taskstream.checkpoint';
+
+/**
+ * An event as a checkpoint: `{coversThrough, state}` when its type is `dev.taskstream.checkpoint`
+ * and its payload has that shape, else `undefined`.
+ * @param {{type?: string, payload?: any}} event
+ */
+export function checkpointOf(event) {
+    if (event?.type !== CHECKPOINT_EVENT_TYPE) return undefined;
+    const { coversThrough, state } = event.payload ?? {};
+    if (!Number.isSafeInteger(coversThrough) || coversThrough < 0) return undefined;
+    if (state === null || typeof state !== 'object' || Array.isArray(state)) return undefined;
+    return { coversThrough, state };
+}
 
 /**
  * The result schema handed to `client.request`: any result, as it came. It speaks both SDKs'
@@ -295,7 +310,8 @@ export class TaskFollow {
     /** The lost ranges accepted under `onEventsGone: 'recover'`, both ends included. */
     gaps = [];
     /** Counters: events processed, duplicates dropped, streams opened, reconnects, the `after` of each stream. */
-    stats = { events: 0, duplicates: 0, streams: 0, reopens: 0, reconnects: 0, goneRecoveries: 0, afters: [] };
+    stats = { events: 0, duplicates: 0, streams: 0, reopens: 0, reconnects: 0, goneRecoveries: 0, afters: [], checkpointStarts: [] };
+    #pendingGap; // the gap recorded since the last event handed over
     /** How the follow ended, once it has: `{status, task, cursor, gaps, cancelled}`. */
     outcome = undefined;
 
@@ -383,6 +399,18 @@ export class TaskFollow {
                         const event = item.event;
                         const accepted = this.#check(event, stream);
                         if (!accepted) continue;
+                        const checkpoint = checkpointOf(event);
+                        if (checkpoint) event.checkpoint = checkpoint;
+                        if (this.#pendingGap) {
+                            // The first event after a gap: the host learns what it never saw,
+                            // and whether a checkpoint's state covers it.
+                            event.afterGap = this.#pendingGap;
+                            this.#pendingGap = undefined;
+                            if (checkpoint) {
+                                event.fromCheckpoint = true;
+                                this.stats.checkpointStarts.push(event.seq);
+                            }
+                        }
                         yield event;
                         // The host's handler returned (it asked for the next event): commit.
                         await o.cursors.save(taskId, event.seq);
@@ -468,6 +496,7 @@ export class TaskFollow {
     #gap(first, last, why) {
         const range = { first, last, why };
         this.gaps.push(range);
+        this.#pendingGap = range;
         this.#o.onGap?.(range);
     }
 

@@ -133,6 +133,50 @@ for (const [name, make] of Object.entries(transports)) for (const sdk of SDKS) {
             assert.equal(rest.outcome.status, 'cancelled');
         });
 
+        test('a late joiner of a running task; tasks/get reports the range without a replay', async () => {
+            const c = await client(main);
+            const taskId = await startEmit(c, { count: 60, interval_ms: 25 });
+            // tasks/get opens no stream: no event of the task reaches this client.
+            const heard = [];
+            c.fallbackNotificationHandler = async n => { if (n.method === 'notifications/tasks/event') heard.push(n); };
+            await until(async () => ((await getEventRange(c, taskId)).latestSeq ?? -1) >= 10, 'ten events');
+            const r = await getEventRange(c, taskId);
+            assert.equal(r.status, 'working');
+            assert.equal(r.terminal, false);
+            assert.equal(r.earliestSeq, 0);
+            assert.ok(r.latestSeq >= 10 && r.nextSeq === r.latestSeq + 1, JSON.stringify(r));
+            assert.deepEqual(heard, [], 'tasks/get delivered events');
+            // A joiner that comes late gets the retained events, then the live ones, each once.
+            const late = await client(main);
+            const follow = followTask({ client: late, taskId });
+            const seqs = [];
+            for await (const e of follow) seqs.push(e.seq);
+            assert.deepEqual(seqs, range(0, 61));
+            assert.equal(follow.stats.duplicates, 0);
+            assert.equal(follow.outcome.status, 'completed');
+        });
+
+        test('a follow from after; an after beyond the stored cursor reports the skipped range', async () => {
+            const c = await client(main);
+            const taskId = await startEmit(c, { count: 8 });
+            // An after beyond the task's last event is refused: let the task end first.
+            await until(async () => (await getEventRange(c, taskId)).terminal, 'the task to end');
+            const follow = followTask({ client: c, taskId, after: 4 });
+            const seqs = [];
+            for await (const e of follow) seqs.push(e.seq);
+            assert.deepEqual(seqs, range(5, 9), 'from after: nothing at or before it');
+            assert.equal(follow.stats.afters[0], 4);
+            assert.deepEqual(follow.gaps, []);
+            const cursors = new MemoryCursorStore();
+            cursors.save(taskId, 2);
+            const past = followTask({ client: c, taskId, cursors, after: 6 });
+            const rest = [];
+            for await (const e of past) rest.push(e.seq);
+            assert.deepEqual(rest, range(7, 9));
+            assert.deepEqual(past.gaps.map(g => [g.first, g.last]), [[3, 6]]);
+            assert.equal(cursors.load(taskId), 9);
+        });
+
         test('events_gone: fail, or recover from earliestSeq - 1 and report the gap', async () => {
             const c = await client(small);
             const taskId = await startEmit(c, { count: 12 }, small);

@@ -112,6 +112,48 @@ export async function startEmit(client, args) {
     return r.task.taskId;
 }
 
+const ANY_RESULT = Object.freeze({
+    safeParse: data => ({ success: true, data }),
+    parse: data => data,
+    '~standard': Object.freeze({ version: 1, vendor: 'mcp-task-events-test', validate: value => ({ value }) }),
+});
+// The ids of the tasks each SDK 2.x test client created, in order (see conformanceClient).
+const createdTasks = new WeakMap();
+
+/**
+ * `taskstream conformance-server ...args` over stdio, one process per client, on SDK 1.x
+ * (2025-11-25) or SDK 2.x (2026-07-28). Each process is a server of its own, so a task to
+ * follow on it is started by the same client: use `startEmitOn(client, args)`. SDK 2.x answers
+ * a `tools/call` that became a task (`resultType: "task"`) with UNSUPPORTED_RESULT_TYPE unless
+ * the Tasks extension package drives the call; the client's transport is watched for that
+ * result, whose `taskId` `startEmitOn` then answers.
+ */
+export async function conformanceClient(args, sdk = 'v1') {
+    if (sdk !== 'v2') return connect(new StdioClientTransport({ command: BIN, args: ['conformance-server', ...args], stderr: 'ignore' }));
+    const transport = new StdioTransportV2({ command: BIN, args: ['conformance-server', ...args], stderr: 'ignore' });
+    const client = await connectV2(transport);
+    const created = [];
+    const onmessage = transport.onmessage;
+    transport.onmessage = (message, ...rest) => {
+        if (message?.result?.resultType === 'task' && typeof message.result.taskId === 'string') created.push(message.result.taskId);
+        return onmessage.call(transport, message, ...rest);
+    };
+    createdTasks.set(client, created);
+    return client;
+}
+
+/** Starts `emit` as a task on `client` (of either SDK, from `conformanceClient`) and answers its id. */
+export async function startEmitOn(client, args) {
+    const created = createdTasks.get(client);
+    if (!created) return startEmit(client, args);
+    const before = created.length;
+    await client.request({ method: 'tools/call', params: { name: 'emit', arguments: args } }, ANY_RESULT, { timeout: 20_000 })
+        .then(r => { throw new Error(`tools/call answered without a task: ${JSON.stringify(r)}`); },
+            e => { if (e?.code !== 'UNSUPPORTED_RESULT_TYPE') throw e; });
+    if (created.length !== before + 1) throw new Error(`tools/call created ${created.length - before} tasks`);
+    return created[before];
+}
+
 /** Waits (bounded) until `cond()` holds. */
 export async function until(cond, what, ms = 20_000) {
     const deadline = Date.now() + ms;

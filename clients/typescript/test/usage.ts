@@ -3,7 +3,7 @@
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { Client as ClientV2 } from '@modelcontextprotocol/client';
 import {
-    EventsGoneError, FileCursorStore, followTask, getEventRange, type FollowOutcome, type TaskEvent,
+    EventsGoneError, FileCursorStore, checkpointOf, followTask, getEventRange, type FollowOutcome, type TaskEvent,
 } from '../src/index.js';
 
 export async function usage(connect: () => Promise<Client>, taskId: string): Promise<FollowOutcome> {
@@ -21,6 +21,7 @@ export async function usage(connect: () => Promise<Client>, taskId: string): Pro
     for await (const event of follow) {
         const e: TaskEvent = event;
         console.log(e.seq, e.type, e.payload);
+        if (e.fromCheckpoint && e.checkpoint) console.log('started from checkpoint', e.checkpoint.coversThrough, e.checkpoint.state, e.afterGap?.first);
     }
     const range = await getEventRange(follow.client, taskId);
     console.log(range.earliestSeq, range.latestSeq);
@@ -34,6 +35,7 @@ export async function usage(connect: () => Promise<Client>, taskId: string): Pro
 
 export async function usageV2(client: ClientV2, taskId: string): Promise<number | undefined> {
     const follow = followTask({ client, taskId });
-    for await (const event of follow) console.log(event.seq);
+    for await (const event of follow) console.log(event.seq, checkpointOf(event)?.coversThrough);
+    console.log(follow.stats.checkpointStarts.length);
     return follow.cursor;
 }

@@ -220,3 +220,56 @@ fn a_ring_resumes_at_a_recovered_seq() {
         Some(101)
     );
 }
+
+#[test]
+fn a_checkpoint_under_retain_from_checkpoint_becomes_the_earliest_event() {
+    // CP-03: the ring answers as if every event before the checkpoint were dropped.
+    let cp = EventType::new(crate::retention::CHECKPOINT_EVENT_TYPE).unwrap();
+    let on = RetentionPolicy {
+        retain_from_checkpoint: true,
+        ..policy()
+    };
+    let mut r: EventRing<16, 1024> = EventRing::new();
+    for i in 0..5u64 {
+        let p = std::format!("{{\"i\":{i}}}");
+        let _ = r.append(Millis(i), ty(), payload(&p), &on).unwrap();
+    }
+    let a = r
+        .append(
+            Millis(5),
+            cp,
+            payload("{\"coversThrough\":4,\"state\":{}}"),
+            &on,
+        )
+        .unwrap();
+    assert_eq!(a.seq.get(), 5);
+    assert_eq!(
+        a.evicted,
+        Some(Evicted {
+            count: 5,
+            earliest: Seq::new(5).unwrap()
+        })
+    );
+    let _ = r
+        .append(Millis(6), ty(), payload("{\"i\":6}"), &on)
+        .unwrap();
+    assert_eq!(
+        r.retained(),
+        Retained::new(Seq::new(5).unwrap(), Seq::new(7).unwrap()).unwrap()
+    );
+    // Without the option a checkpoint is an ordinary event.
+    let mut plain: EventRing<16, 1024> = EventRing::new();
+    let _ = plain
+        .append(Millis(0), ty(), payload("{}"), &policy())
+        .unwrap();
+    let a = plain
+        .append(
+            Millis(1),
+            cp,
+            payload("{\"coversThrough\":0,\"state\":{}}"),
+            &policy(),
+        )
+        .unwrap();
+    assert_eq!(a.evicted, None);
+    assert_eq!(plain.retained().earliest().get(), 0);
+}

@@ -321,6 +321,109 @@ impl<'a> Envelope<'a> {
     }
 }
 
+/// A request id as it stands in the line: the raw JSON text of an `id` that [`parse_raw`] has
+/// checked reads as a [`RequestId`] (a string of at most [`MAX_REQUEST_ID_BYTES`] decoded
+/// bytes, or an integer that fits an `i64` and is not `-0`). A few bytes instead of the
+/// decoded id's 130-odd, for a receiver that decodes it only where it needs it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RawId<'a> {
+    value: &'a [u8],
+    kind: Kind,
+}
+
+impl RawId<'_> {
+    /// The id, decoded: what [`parse`] gives. Always `Some` for an id from [`parse_raw`].
+    #[must_use]
+    pub fn decode(self) -> Option<RequestId> {
+        read_id(self.value, self.kind).ok()
+    }
+}
+
+/// One incoming JSON-RPC message as [`parse_raw`] reads it: a [`Message`] whose ids are left
+/// as [`RawId`]s.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum RawMessage<'a> {
+    /// A request: answer it.
+    Request {
+        /// The id to echo in the response.
+        id: RawId<'a>,
+        /// The method, escapes decoded.
+        method: &'a str,
+        /// The raw text of `params`, an object or an array, if present.
+        params: Option<&'a [u8]>,
+    },
+    /// A notification: never answered.
+    Notification(Notification<'a>),
+    /// A response to a request the receiver sent.
+    Response {
+        /// The id answered; `None` for an error response with `id: null`.
+        id: Option<RawId<'a>>,
+        /// The result or the error, as raw text.
+        outcome: Outcome<'a>,
+    },
+}
+
+/// A [`ParseError`] whose id is left as a [`RawId`]: the same classification, the same id.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum RawParseError<'a> {
+    /// As [`ParseError::NotJson`].
+    NotJson(JsonError),
+    /// As [`ParseError::Invalid`].
+    Invalid {
+        /// The request's id, if it could be read.
+        id: Option<RawId<'a>>,
+        /// What is wrong.
+        problem: InvalidMessage,
+    },
+    /// As [`ParseError::MethodTooLong`].
+    MethodTooLong {
+        /// The request's id; `None` for a notification.
+        id: Option<RawId<'a>>,
+    },
+}
+
+impl<'a> RawParseError<'a> {
+    /// The JSON-RPC error code to answer with, as [`ParseError::code`].
+    #[must_use]
+    pub fn code(&self) -> ErrorCode {
+        match self {
+            RawParseError::NotJson(_) => ErrorCode::ParseError,
+            RawParseError::Invalid { .. } => ErrorCode::InvalidRequest,
+            RawParseError::MethodTooLong { .. } => ErrorCode::MethodNotFound,
+        }
+    }
+
+    /// The id to echo in the error response; `None` means `id: null`. As [`ParseError::id`].
+    #[must_use]
+    pub fn id(&self) -> Option<RawId<'a>> {
+        match *self {
+            RawParseError::NotJson(_) => None,
+            RawParseError::Invalid { id, .. } | RawParseError::MethodTooLong { id } => id,
+        }
+    }
+
+    /// Whether the error gets a response, as [`ParseError::is_answered`].
+    #[must_use]
+    pub fn is_answered(&self) -> bool {
+        !matches!(self, RawParseError::MethodTooLong { id: None })
+    }
+}
+
+impl From<RawParseError<'_>> for ParseError {
+    fn from(e: RawParseError<'_>) -> Self {
+        let decode = |id: Option<RawId<'_>>| id.and_then(RawId::decode);
+        match e {
+            RawParseError::NotJson(e) => ParseError::NotJson(e),
+            RawParseError::Invalid { id, problem } => ParseError::Invalid {
+                id: decode(id),
+                problem,
+            },
+            RawParseError::MethodTooLong { id } => ParseError::MethodTooLong { id: decode(id) },
+        }
+    }
+}
+
 /// Parses one line (without its newline) into a [`Message`].
 ///
 /// `scratch` is used only when the method contains escapes: it receives the decoded name,
@@ -333,8 +436,42 @@ impl<'a> Envelope<'a> {
 // exactly as the success value does, so it is no larger than what `parse` returns anyway.
 #[allow(clippy::result_large_err)]
 pub fn parse<'a>(line: &'a [u8], scratch: &'a mut [u8]) -> Result<Message<'a>, ParseError> {
-    let validated = json::validate(line).map_err(ParseError::NotJson)?;
-    let invalid = |id: Option<RequestId>, problem| ParseError::Invalid { id, problem };
+    // Every id `parse_raw` hands back was read once already and decodes; were one not to, it
+    // would be answered as an id of the wrong type rather than dropped.
+    let not_an_id = || ParseError::Invalid {
+        id: None,
+        problem: InvalidMessage::IdType,
+    };
+    Ok(match parse_raw(line, scratch)? {
+        RawMessage::Request { id, method, params } => Message::Request(Request {
+            id: id.decode().ok_or_else(not_an_id)?,
+            method,
+            params,
+        }),
+        RawMessage::Notification(n) => Message::Notification(n),
+        RawMessage::Response { id, outcome } => Message::Response(Response {
+            id: match id {
+                Some(id) => Some(id.decode().ok_or_else(not_an_id)?),
+                None => None,
+            },
+            outcome,
+        }),
+    })
+}
+
+/// [`parse`], leaving the ids as the raw text they are in the line: the same messages, the
+/// same errors with the same ids, but no decoded id (about 130 bytes) is built or moved while
+/// the line is read. For a receiver short of code space, which decodes the id
+/// ([`RawId::decode`]) only where it answers.
+///
+/// # Errors
+/// [`RawParseError`], classified as [`ParseError`] is. Never panics, whatever the bytes.
+pub fn parse_raw<'a>(
+    line: &'a [u8],
+    scratch: &'a mut [u8],
+) -> Result<RawMessage<'a>, RawParseError<'a>> {
+    let validated = json::validate(line).map_err(RawParseError::NotJson)?;
+    let invalid = |id: Option<RawId<'a>>, problem| RawParseError::Invalid { id, problem };
     match validated.kind {
         Kind::Object => {}
         Kind::Array => return Err(invalid(None, InvalidMessage::Batch)),
@@ -342,10 +479,15 @@ pub fn parse<'a>(line: &'a [u8], scratch: &'a mut [u8]) -> Result<Message<'a>, P
     }
     let env = Envelope::collect(line);
 
-    // Read the id first, so that every later error can echo it.
-    let id: Option<Result<RequestId, IdProblem>> = env.id.map(|m| read_id(m.value, m.kind));
-    let known_id = match &id {
-        Some(Ok(id)) if !env.duplicate_id => Some(id.clone()),
+    // Check the id first, so that every later error can echo it.
+    let id: Option<Result<RawId<'a>, IdProblem>> = env.id.map(|m| {
+        read_id(m.value, m.kind).map(|_| RawId {
+            value: m.value,
+            kind: m.kind,
+        })
+    });
+    let known_id = match id {
+        Some(Ok(id)) if !env.duplicate_id => Some(id),
         _ => None,
     };
     if env.duplicate {
@@ -381,7 +523,7 @@ pub fn parse<'a>(line: &'a [u8], scratch: &'a mut [u8]) -> Result<Message<'a>, P
         let method = if raw_method.contains(&b'\\') {
             match json::unescape(raw_method, scratch) {
                 Ok(m) => m,
-                Err(JsonError::BufferTooSmall) => return Err(ParseError::MethodTooLong { id }),
+                Err(JsonError::BufferTooSmall) => return Err(RawParseError::MethodTooLong { id }),
                 Err(_) => return Err(invalid(id, InvalidMessage::MethodType)),
             }
         } else {
@@ -391,8 +533,8 @@ pub fn parse<'a>(line: &'a [u8], scratch: &'a mut [u8]) -> Result<Message<'a>, P
             }
         };
         return Ok(match id {
-            Some(id) => Message::Request(Request { id, method, params }),
-            None => Message::Notification(Notification { method, params }),
+            Some(id) => RawMessage::Request { id, method, params },
+            None => RawMessage::Notification(Notification { method, params }),
         });
     }
 
@@ -410,7 +552,7 @@ pub fn parse<'a>(line: &'a [u8], scratch: &'a mut [u8]) -> Result<Message<'a>, P
         (Some(Err(p)), _) => return Err(invalid(None, p.into())),
         (None, _) => return Err(invalid(None, InvalidMessage::ResponseId)),
     };
-    Ok(Message::Response(Response { id, outcome }))
+    Ok(RawMessage::Response { id, outcome })
 }
 
 #[cfg(test)]

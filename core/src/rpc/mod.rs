@@ -35,8 +35,8 @@ pub mod stream;
 pub mod write;
 
 pub use envelope::{
-    parse, InvalidMessage, Message, Notification, Outcome, ParseError, Request, Response,
-    MAX_METHOD_BYTES,
+    parse, parse_raw, InvalidMessage, Message, Notification, Outcome, ParseError, RawId,
+    RawMessage, RawParseError, Request, Response, MAX_METHOD_BYTES,
 };
 pub use error::{ErrorCode, ErrorData, Reason, RpcError};
 pub use stream::{

@@ -212,6 +212,7 @@ pub(crate) fn run(ops: &[Op], max_events: u32) -> Result<(), String> {
         max_event_age: Millis(50),
         terminal_retention: Millis::MAX,
         max_payload_bytes: 60,
+        retain_from_checkpoint: false,
     };
     let ty = EventType::new("dev.taskstream.tick").unwrap();
     let mut rings: Vec<Ring> = (0..TASKS).map(|_| Ring::new()).collect();

@@ -24,10 +24,10 @@
 
 use core::mem::MaybeUninit;
 
-use taskstream_core::resume::{decide, Lifecycle};
+use taskstream_core::resume::{decide, Lifecycle, ResumeError};
 use taskstream_core::rpc::{
-    self, Era, ErrorCode, EventNotification, Message, Notification, Request, RpcError,
-    MAX_METHOD_BYTES,
+    self, Era, ErrorCode, EventNotification, Notification, RawId, RawMessage, Reason, Request,
+    RpcError, StreamParamsError, MAX_METHOD_BYTES,
 };
 use taskstream_core::streams::{Missed, OpenError, Opened, Progress, Pump};
 use taskstream_core::{
@@ -60,8 +60,16 @@ const FRAMES_PER_STEP: usize = 16;
 /// Readings taken per task and main-loop turn, likewise.
 const SAMPLES_PER_STEP: usize = 16;
 
-const SAMPLE_TYPE: &str = "dev.taskstream.sample";
-const STATUS_TYPE: &str = "dev.taskstream.task.status";
+/// The event types, checked when the image is compiled (no check is left in it).
+const SAMPLE_TYPE: EventType<'static> = event_type("dev.taskstream.sample");
+const STATUS_TYPE: EventType<'static> = event_type("dev.taskstream.task.status");
+
+const fn event_type(name: &'static str) -> EventType<'static> {
+    match EventType::new(name) {
+        Ok(t) => t,
+        Err(_) => panic!("not a valid event type"),
+    }
+}
 const SERVER_INFO: &str = r#""serverInfo":{"name":"taskstream-device","version":"0.1.0"}"#;
 
 /// A whole number from the build environment, or `default` if unset or empty.
@@ -98,6 +106,7 @@ const POLICY: RetentionPolicy = RetentionPolicy {
     )),
     terminal_retention: Millis(TTL_MS),
     max_payload_bytes: 256,
+    retain_from_checkpoint: false,
 };
 
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -203,19 +212,29 @@ impl Agent {
 
     /// An over-long request line was dropped.
     pub(crate) fn line_too_long(&mut self) {
-        self.error(None, &RpcError::MESSAGE_TOO_LONG);
+        self.error(
+            None,
+            &refusal(ErrorCode::InvalidRequest, Reason::MessageTooLong),
+        );
     }
 
     /// Handles one request line.
     pub(crate) fn handle_line(&mut self, line: &[u8], now: Millis) {
         let mut scratch = [0u8; MAX_METHOD_BYTES];
-        match rpc::parse(line, &mut scratch) {
-            Ok(Message::Request(r)) => self.request(&r, now),
-            Ok(Message::Notification(n)) => self.notification(&n),
-            Ok(Message::Response(_)) => {}
+        // The raw parse: the same messages and errors as `rpc::parse`, but the id is decoded
+        // here, once, instead of being built and moved inside the parser's results.
+        match rpc::parse_raw(line, &mut scratch) {
+            Ok(RawMessage::Request { id, method, params }) => {
+                if let Some(id) = id.decode() {
+                    self.request(&Request { id, method, params }, now);
+                }
+            }
+            Ok(RawMessage::Notification(n)) => self.notification(&n),
+            Ok(RawMessage::Response { .. }) => {}
             Err(e) => {
                 if e.is_answered() {
-                    self.error(e.id(), &RpcError::from(&e));
+                    let id = e.id().and_then(RawId::decode);
+                    self.error(id.as_ref(), &RpcError::new(e.code()));
                 }
             }
         }
@@ -248,9 +267,8 @@ impl Agent {
         } else {
             match params::meta(params) {
                 Meta::Valid { tasks } => tasks,
-                Meta::Missing(message) => {
-                    let e = RpcError::new(ErrorCode::InvalidParams).with_message(message);
-                    return self.error(Some(id), &e);
+                Meta::Missing => {
+                    return self.error(Some(id), &RpcError::new(ErrorCode::InvalidParams));
                 }
                 Meta::Version(requested) => return self.unsupported_version(id, requested),
             }
@@ -324,7 +342,7 @@ impl Agent {
     fn tools_list(&mut self, id: &RequestId) {
         let legacy = self.legacy;
         let out = self.begin(id);
-        out.s(r#"{"tools":[{"name":"sample","description":"Reads the board's SysTick counter count times, interval_ms apart, as a task: one dev.taskstream.sample event per reading.","inputSchema":{"type":"object","properties":{"count":{"type":"integer","minimum":0,"maximum":1000000},"interval_ms":{"type":"integer","minimum":0,"maximum":3600000}},"required":["count"]},"execution":{"taskSupport":"required"}}]"#);
+        out.s(r#"{"tools":[{"name":"sample","description":"Reads SysTick count times, interval_ms apart","inputSchema":{"type":"object","properties":{"count":{"type":"integer","minimum":0,"maximum":1000000},"interval_ms":{"type":"integer","minimum":0,"maximum":3600000}},"required":["count"]},"execution":{"taskSupport":"required"}}]"#);
         if !legacy {
             out.s(r#","ttlMs":60000,"cacheScope":"public","resultType":"complete""#);
         }
@@ -347,9 +365,7 @@ impl Agent {
 
     fn tools_call(&mut self, id: &RequestId, params: &[u8], declared: bool, now: Millis) {
         if !params::is_string(params, "name", "sample") {
-            let e = RpcError::new(ErrorCode::InvalidParams)
-                .with_message("Invalid params: unknown tool");
-            return self.error(Some(id), &e);
+            return self.error(Some(id), &RpcError::new(ErrorCode::InvalidParams));
         }
         let as_task = if self.legacy {
             params::member(params, "task").is_some_and(|m| m.kind == json::Kind::Object)
@@ -358,9 +374,7 @@ impl Agent {
         };
         if !as_task {
             if self.legacy {
-                let e = RpcError::new(ErrorCode::MethodNotFound)
-                    .with_message("Method not found: sample runs only as a task");
-                return self.error(Some(id), &e);
+                return self.error(Some(id), &RpcError::new(ErrorCode::MethodNotFound));
             }
             return self.missing_tasks_capability(id);
         }
@@ -371,7 +385,7 @@ impl Agent {
             .and_then(|m| params::unsigned(&m))
             .filter(|&n| n <= MAX_COUNT)
         else {
-            return self.tool_error(id, "count must be an integer from 0 to 1000000");
+            return self.tool_error(id, "count: 0..1000000");
         };
         let interval_ms = match params::member(args, "interval_ms") {
             None => Some(0),
@@ -379,13 +393,10 @@ impl Agent {
             Some(m) => params::unsigned(&m).filter(|&n| n <= MAX_INTERVAL_MS),
         };
         let Some(interval_ms) = interval_ms else {
-            return self.tool_error(id, "interval_ms must be an integer from 0 to 3600000");
+            return self.tool_error(id, "interval_ms: 0..3600000");
         };
         let Some(slot) = self.tasks.iter().position(|t| !t.used) else {
-            return self.tool_error(
-                id,
-                "all task slots are in use; a slot is free again 60 s after its task ended",
-            );
+            return self.tool_error(id, "no free task slot");
         };
         self.seed(crate::jitter() ^ crate::systick_value());
         let (a, b) = (self.random(), self.random());
@@ -429,9 +440,7 @@ impl Agent {
     fn find_task(&mut self, id: &RequestId, params: &[u8]) -> Option<usize> {
         let raw = params::member(params, "taskId").and_then(|m| params::string_raw(&m));
         let Some(raw) = raw else {
-            let e = RpcError::new(ErrorCode::InvalidParams)
-                .with_message("Invalid params: taskId must be a string");
-            self.error(Some(id), &e);
+            self.error(Some(id), &RpcError::new(ErrorCode::InvalidParams));
             return None;
         };
         let found = self
@@ -439,7 +448,7 @@ impl Agent {
             .iter()
             .position(|t| t.used && json::unescaped_eq(raw, t.id()));
         if found.is_none() {
-            self.error(Some(id), &RpcError::UNKNOWN_TASK);
+            self.error(Some(id), &UNKNOWN_TASK);
         }
         found
     }
@@ -473,9 +482,7 @@ impl Agent {
         let task = &mut self.tasks[slot];
         if task.status != Status::Working {
             if legacy {
-                let e = RpcError::new(ErrorCode::InvalidParams)
-                    .with_message("Invalid params: the task is already terminal");
-                return self.error(Some(id), &e);
+                return self.error(Some(id), &RpcError::new(ErrorCode::InvalidParams));
             }
         } else {
             finish(task, Status::Cancelled, now, &mut self.out);
@@ -502,12 +509,7 @@ impl Agent {
             return final_answer(&mut self.out, id, task);
         }
         if self.waiter.is_some() {
-            let e = RpcError {
-                code: ErrorCode::InvalidParams,
-                message:
-                    "Invalid params: a tasks/result request already waits (the device holds one)",
-                data: rpc::ErrorData::Reason(rpc::Reason::WaiterLimit),
-            };
+            let e = refusal(ErrorCode::InvalidParams, Reason::WaiterLimit);
             return self.error(Some(id), &e);
         }
         self.waiter = Some(((slot as u8, task.generation), id.clone()));
@@ -531,14 +533,14 @@ impl Agent {
     fn tasks_stream(&mut self, id: &RequestId, params: &[u8]) {
         let p = match rpc::parse_stream_params(params) {
             Ok(p) => p,
-            Err(e) => return self.error(Some(id), &RpcError::from(e)),
+            Err(e) => return self.error(Some(id), &stream_params_error(e)),
         };
         let Some(slot) = self
             .tasks
             .iter()
             .position(|t| t.used && t.id() == p.task_id.as_str())
         else {
-            return self.error(Some(id), &RpcError::UNKNOWN_TASK);
+            return self.error(Some(id), &UNKNOWN_TASK);
         };
         let task = &self.tasks[slot];
         let key = (slot as u8, task.generation);
@@ -548,7 +550,12 @@ impl Agent {
         let start = match decide(p.after, task.ring.retained(), task.lifecycle()) {
             Ok(start) => start,
             Err(e) => {
-                let e = RpcError::from_resume(e, task.id());
+                let e = match e {
+                    ResumeError::EventsGone { earliest } => {
+                        RpcError::events_gone(task.id(), earliest)
+                    }
+                    _ => refusal(ErrorCode::InvalidParams, Reason::CursorAhead),
+                };
                 send_error(&mut self.out, Some(id), &e);
                 return;
             }
@@ -755,12 +762,44 @@ fn send_error(out: &mut Out, id: Option<&RequestId>, e: &RpcError<'_>) {
     }
 }
 
+// Errors carry the code's standard message only: the code and `data.reason` are what a
+// client acts on, and the longer sentences of the core's constants would take flash.
+
+/// An error with its code's standard message and a `data.reason`.
+const fn refusal(code: ErrorCode, reason: Reason) -> RpcError<'static> {
+    RpcError {
+        code,
+        message: code.message(),
+        data: rpc::ErrorData::Reason(reason),
+    }
+}
+
+/// `unknown_task`, with the short message (the core's constant has a longer one).
+const UNKNOWN_TASK: RpcError<'static> = refusal(ErrorCode::InvalidParams, Reason::UnknownTask);
+
 fn open_error(e: OpenError) -> RpcError<'static> {
     match e {
-        OpenError::StreamActive => RpcError::STREAM_ACTIVE,
-        OpenError::StreamLimit => RpcError::STREAM_LIMIT,
-        OpenError::DuplicateId => RpcError::new(ErrorCode::InvalidRequest)
-            .with_message("Invalid Request: an active request already uses this id"),
+        OpenError::StreamActive => refusal(ErrorCode::InvalidParams, Reason::StreamActive),
+        OpenError::StreamLimit => refusal(ErrorCode::InvalidParams, Reason::StreamLimit),
+        OpenError::DuplicateId => RpcError::new(ErrorCode::InvalidRequest),
+    }
+}
+
+/// The refusal of bad `tasks/stream` params, as the core's `From<StreamParamsError>` makes it
+/// (an over-long task id is an unknown task, DX-02; a bad `after` is `invalid_after`, RS-02)
+/// but with the short message.
+fn stream_params_error(e: StreamParamsError) -> RpcError<'static> {
+    if e == StreamParamsError::TaskIdTooLong {
+        return UNKNOWN_TASK;
+    }
+    let data = if e.is_about_after() {
+        rpc::ErrorData::Reason(rpc::Reason::InvalidAfter)
+    } else {
+        rpc::ErrorData::None
+    };
+    RpcError {
+        data,
+        ..RpcError::new(ErrorCode::InvalidParams)
     }
 }
 
@@ -770,7 +809,7 @@ fn send(out: &Out) {
     match out.message() {
         Some(message) => crate::uart_write(message),
         None => crate::uart_write(
-            br#"{"jsonrpc":"2.0","id":null,"error":{"code":-32603,"message":"Internal error: answer too long"}}"#,
+            br#"{"jsonrpc":"2.0","id":null,"error":{"code":-32603,"message":"Internal error"}}"#,
         ),
     }
     crate::uart_write(b"\n");
@@ -780,8 +819,7 @@ fn send(out: &Out) {
 /// `_meta`, or, for a cancelled task, an internal error saying so.
 fn final_answer(out: &mut Out, id: &RequestId, task: &Task) {
     if task.status == Status::Cancelled {
-        let e = RpcError::new(ErrorCode::InternalError).with_message("the task was cancelled");
-        return send_error(out, Some(id), &e);
+        return send_error(out, Some(id), &RpcError::new(ErrorCode::InternalError));
     }
     begin(out, id)
         .s(r#"{"content":[{"type":"text","text":"sampled "#)
@@ -811,8 +849,8 @@ fn task_fields(out: &mut Out, task: &Task, legacy: bool) {
 }
 
 /// Appends an event to the task's ring. The payloads are the device's own and always fit.
-fn append(task: &mut Task, now: Millis, event_type: &str, payload: &[u8]) {
-    if let (Ok(ty), Ok(payload)) = (EventType::new(event_type), Payload::new(payload)) {
+fn append(task: &mut Task, now: Millis, ty: EventType<'static>, payload: &[u8]) {
+    if let Ok(payload) = Payload::new(payload) {
         let _ = task.ring.append(now, ty, payload, &POLICY);
     }
 }

@@ -25,6 +25,7 @@
 mod agent;
 #[cfg(feature = "bench")]
 mod bench;
+mod mem;
 mod out;
 mod params;
 

@@ -48,8 +48,8 @@ pub(crate) fn unsigned(m: &Member<'_>) -> Option<u64> {
 pub(crate) enum Meta<'a> {
     /// Well-formed; whether the Tasks extension was declared.
     Valid { tasks: bool },
-    /// A required member is missing or mistyped: -32602 with this message.
-    Missing(&'static str),
+    /// A required member is missing or mistyped: -32602.
+    Missing,
     /// Another protocol version, as its raw JSON text: -32022.
     Version(&'a [u8]),
 }
@@ -57,22 +57,18 @@ pub(crate) enum Meta<'a> {
 /// Reads the `_meta` of a modern request's params.
 pub(crate) fn meta(params: &[u8]) -> Meta<'_> {
     let Some(meta) = member(params, "_meta").filter(|m| m.kind == Kind::Object) else {
-        return Meta::Missing("Invalid params: _meta is required");
+        return Meta::Missing;
     };
     let Some(version) = member(meta.value, PROTOCOL_VERSION).filter(|m| m.kind == Kind::String)
     else {
-        return Meta::Missing(
-            "Invalid params: _meta needs io.modelcontextprotocol/protocolVersion",
-        );
+        return Meta::Missing;
     };
     if !string_raw(&version).is_some_and(|raw| json::unescaped_eq(raw, MODERN)) {
         return Meta::Version(version.value);
     }
     let Some(caps) = member(meta.value, CLIENT_CAPABILITIES).filter(|m| m.kind == Kind::Object)
     else {
-        return Meta::Missing(
-            "Invalid params: _meta needs io.modelcontextprotocol/clientCapabilities",
-        );
+        return Meta::Missing;
     };
     let tasks = member(caps.value, "extensions")
         .filter(|m| m.kind == Kind::Object)

@@ -60,11 +60,12 @@ pub use error::{
 };
 pub use mcp_client::{Client, ClientOptions};
 pub use resume::{
-    Flow, FollowEnd, FollowStats, GonePolicy, ResumableStream, SkippedRange, StartAt, StreamOptions,
+    Delivery, Flow, FollowEnd, FollowStats, GonePolicy, ResumableStream, SkippedRange, StartAt,
+    StreamOptions,
 };
 pub use stream::{EventStream, StreamItem};
 pub use types::{
-    seq_of, CallOutcome, Era, EraChoice, EventRange, ServerInfo, TaskEvent, TaskInfo, TaskStatus,
-    ToolInfo, EVENTS_META, LEGACY_PROTOCOL_VERSION, MAX_SEQ, MODERN_PROTOCOL_VERSION,
-    RELATED_TASK_META, TASKS_EXTENSION,
+    seq_of, CallOutcome, Checkpoint, Era, EraChoice, EventRange, ServerInfo, TaskEvent, TaskInfo,
+    TaskStatus, ToolInfo, CHECKPOINT_EVENT_TYPE, EVENTS_META, LEGACY_PROTOCOL_VERSION, MAX_SEQ,
+    MODERN_PROTOCOL_VERSION, RELATED_TASK_META, TASKS_EXTENSION,
 };

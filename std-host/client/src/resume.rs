@@ -11,6 +11,10 @@
 //!   [`GonePolicy`] accepts after the server said `events_gone`; they are recorded in
 //!   [`FollowStats::gaps`].
 //! - Every event must carry the related-task `_meta` naming its task (NT-01, NT-02).
+//! - [`ResumableStream::follow_state`] rebuilds from checkpoints (CP-06): when the first event
+//!   after a gap (an `events_gone` recovery, or a late join whose first event is not seq 0) is a
+//!   `dev.taskstream.checkpoint`, the host is handed [`Delivery::FromCheckpoint`] with its state,
+//!   then the events after it, and so knows that it started from a checkpoint.
 //!
 //! What it deliberately does not do: reconnect by itself. A lost connection is returned as an
 //! error with the cursor safely persisted; the caller makes a new [`Client`] (respawning or
@@ -27,7 +31,7 @@ use crate::cursor::CursorStore;
 use crate::error::{ClientError, CursorError, EventsGone, FollowError, Violation};
 use crate::mcp_client::Client;
 use crate::stream::{EventStream, StreamItem};
-use crate::types::TaskEvent;
+use crate::types::{Checkpoint, TaskEvent};
 
 /// What to do when the server answers `events_gone` (EG-02), and when a stream without a
 /// cursor does not start at seq 0 (the first events were dropped by retention).
@@ -105,6 +109,34 @@ pub enum FollowEnd {
     Stopped,
 }
 
+/// What [`ResumableStream::follow_state`] hands its host (CP-06).
+#[derive(Clone, Copy, Debug, PartialEq)]
+#[non_exhaustive]
+pub enum Delivery<'a> {
+    /// The next event, in seq order, with none missing before it.
+    Event(&'a TaskEvent),
+    /// The stream (re)started from a checkpoint: the host replaces its state with `checkpoint`'s
+    /// state, which covers every event up to `checkpoint.covers_through`; the events in `lost`
+    /// were never handed to it (retention dropped them), and the events after the checkpoint
+    /// follow as [`Delivery::Event`].
+    FromCheckpoint {
+        /// The checkpoint event itself.
+        event: &'a TaskEvent,
+        /// Its payload.
+        checkpoint: Checkpoint<'a>,
+        /// The range the host did not see, now covered by the state.
+        lost: SkippedRange,
+    },
+    /// The first event after a gap that no checkpoint covers (the server keeps no checkpoint
+    /// there): the host's state may be missing what `lost` held.
+    AfterGap {
+        /// The event.
+        event: &'a TaskEvent,
+        /// The range lost before it.
+        lost: SkippedRange,
+    },
+}
+
 /// A range of seqs the client accepted as lost, both ends included.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct SkippedRange {
@@ -129,6 +161,8 @@ pub struct FollowStats {
     pub gone: Vec<EventsGone>,
     /// The `after` of each `tasks/stream` request sent, in order.
     pub afters: Vec<Option<u64>>,
+    /// The seqs of the checkpoints a gap was rebuilt from ([`Delivery::FromCheckpoint`]).
+    pub checkpoint_starts: Vec<u64>,
 }
 
 /// What the next event has to be.
@@ -157,6 +191,8 @@ pub struct ResumableStream<S> {
     cursor: Option<u64>,
     stats: FollowStats,
     recent: VecDeque<(u64, u64)>,
+    /// The gap recorded since the last event handed over: the next event is the first after it.
+    pending_gap: Option<SkippedRange>,
 }
 
 impl<S: CursorStore> ResumableStream<S> {
@@ -179,6 +215,7 @@ impl<S: CursorStore> ResumableStream<S> {
             cursor,
             stats: FollowStats::default(),
             recent: VecDeque::new(),
+            pending_gap: None,
         })
     }
 
@@ -250,6 +287,50 @@ impl<S: CursorStore> ResumableStream<S> {
         start: StartAt,
         mut handler: impl FnMut(&TaskEvent) -> Result<Flow, E>,
     ) -> Result<FollowEnd, FollowError<E>> {
+        self.follow_inner(client, start, &mut |event, _| handler(event))
+    }
+
+    /// [`follow_from`](Self::follow_from) for a host that rebuilds the task's state from
+    /// checkpoints (CP-06): each event is handed as a [`Delivery`], and the first event after
+    /// a gap is [`Delivery::FromCheckpoint`] when it is a checkpoint (the usual case against
+    /// `serve --retain-from-checkpoint`, with [`GonePolicy::ResumeFromEarliest`]), else
+    /// [`Delivery::AfterGap`]. Never silent: the host always learns where it started.
+    ///
+    /// # Errors
+    ///
+    /// As [`follow_from`](Self::follow_from).
+    pub fn follow_state<E>(
+        &mut self,
+        client: &Client,
+        start: StartAt,
+        mut host: impl FnMut(Delivery<'_>) -> Result<Flow, E>,
+    ) -> Result<FollowEnd, FollowError<E>> {
+        let mut starts = Vec::new();
+        let end = self.follow_inner(client, start, &mut |event, gap| match gap {
+            None => host(Delivery::Event(event)),
+            Some(lost) => match event.checkpoint() {
+                Some(checkpoint) => {
+                    starts.push(event.seq);
+                    host(Delivery::FromCheckpoint {
+                        event,
+                        checkpoint,
+                        lost,
+                    })
+                }
+                None => host(Delivery::AfterGap { event, lost }),
+            },
+        });
+        self.stats.checkpoint_starts.extend(starts);
+        end
+    }
+
+    fn follow_inner<E>(
+        &mut self,
+        client: &Client,
+        start: StartAt,
+        handler: &mut Handler<'_, E>,
+    ) -> Result<FollowEnd, FollowError<E>> {
+        self.pending_gap = None;
         let (mut after, mut expect) = match (start, self.cursor) {
             (StartAt::Cursor, Some(c)) => (Some(c), Expect::Next),
             (StartAt::Cursor | StartAt::Retained, None) => (None, Expect::Start),
@@ -275,7 +356,7 @@ impl<S: CursorStore> ResumableStream<S> {
         loop {
             self.stats.afters.push(after);
             let mut stream = client.open_stream(&self.task_id, after)?;
-            match self.pump(&mut stream, &mut expect, &mut handler)? {
+            match self.pump(&mut stream, &mut expect, handler)? {
                 Pumped::End(end) => return Ok(end),
                 Pumped::Gone(gone) => {
                     self.check_gone(&gone, after)?;
@@ -313,6 +394,7 @@ impl<S: CursorStore> ResumableStream<S> {
             Some(last) if last.first == gap.first => last.last = last.last.max(gap.last),
             _ => self.stats.gaps.push(gap),
         }
+        self.pending_gap = self.stats.gaps.last().copied();
     }
 
     /// `events_gone` must name this task and leave a real gap after the cursor that was sent.
@@ -341,7 +423,7 @@ impl<S: CursorStore> ResumableStream<S> {
         &mut self,
         stream: &mut EventStream<'_>,
         expect: &mut Expect,
-        handler: &mut impl FnMut(&TaskEvent) -> Result<Flow, E>,
+        handler: &mut Handler<'_, E>,
     ) -> Result<Pumped, FollowError<E>> {
         loop {
             let params = match stream.next(self.options.idle_timeout)? {
@@ -429,7 +511,8 @@ impl<S: CursorStore> ResumableStream<S> {
                     got: event.seq,
                 });
             }
-            let flow = handler(&event).map_err(FollowError::Handler)?;
+            let flow = handler(&event, self.pending_gap).map_err(FollowError::Handler)?;
+            self.pending_gap = None;
             // RS-08: only now, with the event fully processed, is the cursor persisted.
             self.store.save(&self.task_id, event.seq)?;
             self.cursor = Some(event.seq);
@@ -445,6 +528,9 @@ impl<S: CursorStore> ResumableStream<S> {
         }
     }
 }
+
+/// The handler the follow loop calls: the event, and the gap recorded just before it.
+type Handler<'h, E> = dyn FnMut(&TaskEvent, Option<SkippedRange>) -> Result<Flow, E> + 'h;
 
 enum Pumped {
     End(FollowEnd),

@@ -248,6 +248,19 @@ pub enum CallOutcome {
     Task(TaskInfo),
 }
 
+/// The type of a checkpoint event: `{"coversThrough": SEQ, "state": OBJECT}`, the task's state
+/// after every event up to and including `coversThrough` (docs/interface.md "Checkpoints").
+pub const CHECKPOINT_EVENT_TYPE: &str = "dev.taskstream.checkpoint";
+
+/// A checkpoint event's payload ([`TaskEvent::checkpoint`]).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Checkpoint<'a> {
+    /// The seq of the last event the state covers (the one just before the checkpoint).
+    pub covers_through: u64,
+    /// The task's accumulated state, as its tool defines it.
+    pub state: &'a Map<String, Value>,
+}
+
 /// One task event (SEP-2694 `TaskEvent`), parsed from `notifications/tasks/event` params.
 #[derive(Clone, Debug, PartialEq)]
 pub struct TaskEvent {
@@ -299,6 +312,22 @@ impl TaskEvent {
             event_type: event_type.to_owned(),
             payload,
             meta,
+        })
+    }
+
+    /// This event as a checkpoint (docs/interface.md "Checkpoints"; CP-01): its type is
+    /// [`CHECKPOINT_EVENT_TYPE`] and its payload `{"coversThrough": SEQ, "state": OBJECT}`.
+    /// `None` for any other event, or a checkpoint whose payload is not of that shape.
+    #[must_use]
+    pub fn checkpoint(&self) -> Option<Checkpoint<'_>> {
+        if self.event_type != CHECKPOINT_EVENT_TYPE {
+            return None;
+        }
+        let covers_through = self.payload.get("coversThrough").and_then(seq_of)?;
+        let state = self.payload.get("state")?.as_object()?;
+        Some(Checkpoint {
+            covers_through,
+            state,
         })
     }
 

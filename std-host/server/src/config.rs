@@ -110,6 +110,10 @@ pub struct ServeArgs {
     #[arg(long, value_name = "N", default_value_t = u64::from(RetentionPolicy::DEFAULT.max_payload_bytes),
           value_parser = clap::value_parser!(u64).range(2..=u64::from(u32::MAX)))]
     pub max_payload_bytes: u64,
+    /// Once a task appends a dev.taskstream.checkpoint event, answer as if every earlier event
+    /// of it were dropped (and reclaim their space): the latest checkpoint is its earliest event
+    #[arg(long)]
+    pub retain_from_checkpoint: bool,
     /// Bytes of retained events (types and payloads) across all tasks; beyond it new events and
     /// tasks are refused until retention frees some
     #[arg(long, value_name = "N", default_value_t = DEFAULT_MAX_STORE_BYTES,
@@ -569,6 +573,7 @@ impl ServeArgs {
                 max_event_age: Millis::from_secs(self.max_event_age),
                 terminal_retention: Millis::from_secs(self.terminal_retention),
                 max_payload_bytes: u32::try_from(self.max_payload_bytes).unwrap_or(u32::MAX),
+                retain_from_checkpoint: self.retain_from_checkpoint,
                 ..RetentionPolicy::DEFAULT
             },
             max_store_bytes: self.max_store_bytes,

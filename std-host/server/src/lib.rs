@@ -51,7 +51,7 @@
 //!
 //! | floor | modules | owns |
 //! | --- | --- | --- |
-//! | the ground | `wire` (`era`, `task`), `io`, `metrics`, `error`, [`config`], [`log`], `guard`, `cancel`, `heap`, `input` | pure functions of bytes and values (errors, the eras and their codecs, a task on the wire), the line framing and the one output writer, counters, small state that knows no server |
+//! | the ground | `wire` (`era`, `task`), `io`, `metrics`, `signal`, `error`, [`config`], [`log`], `guard`, `cancel`, `heap`, `input` | pure functions of bytes and values (errors, the eras and their codecs, a task on the wire), the line framing and the one output writer, counters, small state that knows no server |
 //! | the tool API | [`tool`], `workloads`, `tools` | the public tool API and `serve`'s own tools |
 //! | the process | `process` ([`Process`]) | what lives as long as the process: the store handle, tasks and their threads, the sweep, the step workers; it sees a connection only as a `Peer` |
 //! | the engine | `engine` ([`Connection`]) | one connection's state, split by lifetime (the process's handles, the connection's own, one entry per stream), and its decisions: dispatch, Tasks, `tasks/stream`, plain calls, delivery |
@@ -97,6 +97,7 @@ mod heap;
 mod input;
 mod io;
 mod metrics;
+mod signal;
 mod wire;
 
 // The process: tasks, workers, the sweep, the store handle; the tools it runs.

@@ -78,6 +78,15 @@ struct Runner {
 
 /// The process-wide half of the server: one per `taskstream serve`, shared by every
 /// connection it serves.
+///
+/// It lives as long as the process: [`start`](Self::start) makes it (and its sweep thread),
+/// every connection holds an `Arc` of it, and [`shut_down`](Self::shut_down) stops its tasks
+/// and threads. What it holds lives as long as it does (the configuration, the store handle,
+/// the tools, what the server says of itself, the sweep, the step workers), except the
+/// entries of its tables, each of which lives as long as one thing: a running task (`runners`,
+/// `threads`, `wakers`), a connection (`conns`, held weakly: a connection that is gone is
+/// skipped), a principal (`failures`), a request asked of a client (`asked`), an input request
+/// (`inputs`). Nothing of one connection is kept here: that is the engine's `ConnectionState`.
 pub struct Process {
     pub(crate) config: ServeConfig,
     pub(crate) store: Arc<dyn TaskStore>,

@@ -163,7 +163,7 @@ pub fn serve_socket(
             .map_err(|e| fail(format!("{}: {e}", path.display())))?;
         let listener = tokio::net::UnixListener::from_std(listener)
             .map_err(|e| fail(format!("{}: {e}", path.display())))?;
-        let signal = super::http::shutdown_signal()?;
+        let signal = crate::signal::shutdown_signal()?;
         tokio::pin!(signal);
         log!(
             Info,

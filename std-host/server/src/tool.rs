@@ -51,6 +51,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use serde_json::{json, Map, Value};
+use taskstream_core::CHECKPOINT_EVENT_TYPE;
 
 use crate::log::log;
 
@@ -381,6 +382,54 @@ impl<'a> TaskContext<'a> {
     ) -> Result<u64, ToolError> {
         let bytes = object_bytes(payload)?;
         self.sink.emit(Some(expected), event_type, &bytes)
+    }
+
+    /// Emits a checkpoint (docs/interface.md, "Checkpoints"; CP-01): an event of type
+    /// `dev.taskstream.checkpoint` with payload `{"coversThrough": SEQ, "state": state}`, where
+    /// `SEQ` is the seq of the event just before it and `state` the task's accumulated state
+    /// after every event up to it, as the tool defines it. Returns its seq. Under
+    /// `--retain-from-checkpoint` every earlier event of the task is dropped once it is
+    /// appended, so a late joiner starts from it; a state that grows without bound is the
+    /// tool's choice and cost.
+    ///
+    /// # Errors
+    /// [`ToolError::Failed`] when `state` is not a JSON object, or when the checkpoint's
+    /// payload exceeds `--max-payload-bytes` (nothing is stored: a checkpoint is one event,
+    /// never split); otherwise as [`emit`](Self::emit).
+    pub fn checkpoint(&mut self, state: &Value) -> Result<u64, ToolError> {
+        if !state.is_object() {
+            return Err(ToolError::Failed(
+                "a checkpoint's state must be a JSON object".into(),
+            ));
+        }
+        let state = serde_json::to_string(state)
+            .map_err(|e| ToolError::Failed(format!("checkpoint state: {e}")))?;
+        // The seq the checkpoint will get, asked without appending anything (no event can
+        // have seq u64::MAX); its predecessor is what the state covers.
+        let mut next = match self.sink.emit(Some(u64::MAX), CHECKPOINT_EVENT_TYPE, b"{}") {
+            Err(ToolError::SeqMismatch { next, .. }) => next,
+            Err(e) => return Err(e),
+            Ok(_) => {
+                return Err(ToolError::Failed(
+                    "a checkpoint's position could not be found".into(),
+                ))
+            }
+        };
+        loop {
+            let covers = next.saturating_sub(1);
+            let payload = format!(r#"{{"coversThrough":{covers},"state":{state}}}"#);
+            match self
+                .sink
+                .emit(Some(next), CHECKPOINT_EVENT_TYPE, payload.as_bytes())
+            {
+                // Another event of the task landed meanwhile (its status): cover it too.
+                Err(ToolError::SeqMismatch { next: n, .. }) if n > next => next = n,
+                Err(ToolError::Failed(m)) => {
+                    return Err(ToolError::Failed(format!("checkpoint refused: {m}")))
+                }
+                other => return other,
+            }
+        }
     }
 
     /// Reports progress: in a task, an event `dev.taskstream.progress`

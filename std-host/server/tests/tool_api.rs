@@ -147,6 +147,26 @@ fn tools() -> Vec<Tool> {
                 }) as Box<dyn Steps>
             },
         ),
+        Tool::new(
+            "checkpointer",
+            "Two events, a checkpoint, then a checkpoint too big to store",
+            object.clone(),
+            |ctx, _| {
+                ctx.emit("com.example.test.line", &json!({"n": 1}))?;
+                ctx.emit("com.example.test.line", &json!({"n": 2}))?;
+                ctx.checkpoint(&json!({"lines": 2}))?;
+                let huge = json!({"text": "x".repeat(70_000)});
+                let too_big = match ctx.checkpoint(&huge) {
+                    Err(ToolError::Failed(m)) => m,
+                    other => return Err(ToolError::failed(format!("too big gave {other:?}"))),
+                };
+                let not_object = match ctx.checkpoint(&json!([1])) {
+                    Err(ToolError::Failed(m)) => m,
+                    other => return Err(ToolError::failed(format!("array gave {other:?}"))),
+                };
+                Ok(ToolResult::text(format!("{too_big} | {not_object}")))
+            },
+        ),
         Tool::new("steps", "Reports progress", object, |ctx, _| {
             for i in 1..=3 {
                 ctx.progress(f64::from(i), Some(3.0), Some("step"))?;
@@ -520,4 +540,39 @@ fn a_stepped_tool_serves_tasks_and_plain_calls_and_a_panicking_step_fails_its_ta
     assert!(message.contains("failed unexpectedly"), "{message}");
     assert!(!message.contains("deliberate"), "{message}");
     assert_eq!(c.call("ping", json!({}))["result"], json!({}));
+}
+
+#[test]
+fn a_checkpoint_covers_the_event_before_it_and_one_too_big_is_refused_whole() {
+    // CP-01, CP-07: the checkpoint's coversThrough is the seq just before it; a checkpoint
+    // above --max-payload-bytes is refused to the tool with a clear error, and nothing of it
+    // is stored.
+    let mut c = Client::start();
+    let task = c.task("checkpointer");
+    let events = c.stream(&task);
+    let types: Vec<&str> = events.iter().map(|(t, _)| t.as_str()).collect();
+    assert_eq!(
+        types,
+        [
+            "dev.taskstream.task.status",
+            "com.example.test.line",
+            "com.example.test.line",
+            "dev.taskstream.checkpoint",
+            "dev.taskstream.task.status"
+        ]
+    );
+    assert_eq!(
+        events[3].1,
+        json!({"coversThrough": 2, "state": {"lines": 2}})
+    );
+    assert_eq!(events[4].1["status"], "completed");
+    let result = c.call("tasks/result", json!({"taskId": task}));
+    let text = result["result"]["content"][0]["text"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(
+        text.starts_with("checkpoint refused: ") && text.contains("65536"),
+        "{text}"
+    );
+    assert!(text.contains("must be a JSON object"), "{text}");
 }

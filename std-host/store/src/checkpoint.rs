@@ -19,10 +19,9 @@
 use std::collections::HashMap;
 use std::fmt::Write as _;
 use std::fs;
-use std::io::Write as _;
 use std::path::Path;
 
-use super::fsutil;
+use super::storage::StdStorage;
 use super::StoreError;
 
 /// The file's name in the data dir.
@@ -122,22 +121,9 @@ pub(crate) fn write(
 ) -> Result<(), StoreError> {
     let tmp = data_dir.join(TMP);
     let path = data_dir.join(FILE);
-    {
-        let mut file = fsutil::private_file()
-            .truncate(true)
-            .open(&tmp)
-            .map_err(StoreError::io("creating", &tmp))?;
-        file.write_all(encode(lsn, tasks).as_bytes())
-            .map_err(StoreError::io("writing", &tmp))?;
-        if sync {
-            file.sync_data()
-                .map_err(StoreError::io("fdatasync of", &tmp))?;
-        }
-    }
-    fs::rename(&tmp, &path).map_err(StoreError::io("renaming", &tmp))?;
-    if sync {
-        fsutil::sync_dir(data_dir).map_err(StoreError::io("fsync of", data_dir))?;
-    }
+    let bytes = encode(lsn, tasks);
+    crate::storage::replace(&StdStorage, data_dir, &tmp, &path, bytes.as_bytes(), sync)
+        .map_err(|(context, path, e)| StoreError::io(context, &path)(e))?;
     Ok(())
 }
 

@@ -19,6 +19,7 @@ use taskstream_core::Seq;
 use super::index::encode_into;
 use super::wal::SegmentFiles;
 use super::{lock_read, lock_write, StoreError};
+use bytes::Bytes;
 
 fn encode(rec: &Record<'_>) -> Result<Vec<u8>, StoreError> {
     let mut out = Vec::new();
@@ -199,7 +200,7 @@ impl EventTable {
     }
 
     /// The record of event `seq` of a task, if it is there.
-    pub(crate) fn event(&self, task_id: &str, seq: Seq) -> Result<Option<sled::IVec>, StoreError> {
+    pub(crate) fn event(&self, task_id: &str, seq: Seq) -> Result<Option<Bytes>, StoreError> {
         let Some(next) = seq.next() else {
             return Ok(None);
         };
@@ -208,7 +209,7 @@ impl EventTable {
         };
         self.files
             .read(loc.lsn, loc.len as usize)
-            .map(|b| b.map(sled::IVec::from))
+            .map(|b| b.map(Bytes::from))
             .map_err(StoreError::Wal)
     }
 
@@ -221,14 +222,14 @@ impl EventTable {
         from: Seq,
         to: Seq,
         max: usize,
-    ) -> Result<(Vec<sled::IVec>, Option<Seq>), StoreError> {
+    ) -> Result<(Vec<Bytes>, Option<Seq>), StoreError> {
         let places = self.places_at_most(task_id, from, to, max);
         let runs: Vec<(u64, u32)> = places.iter().map(|(_, l)| (l.lsn, l.len)).collect();
         let read = self.files.read_many(&runs).map_err(StoreError::Wal)?;
         let mut out = Vec::with_capacity(places.len());
         for bytes in read {
             match bytes {
-                Some(b) => out.push(sled::IVec::from(b)),
+                Some(b) => out.push(Bytes::from(b)),
                 // Gone from the log (its segment deleted once retention dropped it): the run
                 // stops, as at any hole; the reader re-checks the retained range.
                 None => return Ok((out, None)),

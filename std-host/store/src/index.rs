@@ -27,6 +27,7 @@ use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use bytes::Bytes;
 use taskstream_core::record::{self, EventRecord, Record};
 use taskstream_core::{EventType, Payload, Seq};
 
@@ -56,6 +57,8 @@ pub(crate) struct Index {
     meta: Tree,
     /// sled's directory and data file, for `fdatasync` (none when temporary).
     files: Option<(PathBuf, File)>,
+    /// Whether sled's `conf` file has been synced (once, at the first synced flush).
+    conf_synced: std::sync::atomic::AtomicBool,
 }
 
 impl Index {
@@ -79,6 +82,7 @@ impl Index {
                 floors: Tree::memory(),
                 meta: Tree::memory(),
                 files: None,
+                conf_synced: std::sync::atomic::AtomicBool::new(false),
             });
         };
         let config = sled::Config::new()
@@ -105,6 +109,7 @@ impl Index {
             meta: tree("meta")?,
             db: Some(db),
             files: Some((dir.to_owned(), file)),
+            conf_synced: std::sync::atomic::AtomicBool::new(false),
         })
     }
 
@@ -312,11 +317,12 @@ impl Index {
 
     /// The stored event `seq` of a task: its raw record (an `Event` record, or in the log the
     /// `Transition` of a status event).
-    pub(crate) fn event(&self, task_id: &str, seq: Seq) -> Result<Option<sled::IVec>, StoreError> {
+    pub(crate) fn event(&self, task_id: &str, seq: Seq) -> Result<Option<Bytes>, StoreError> {
         match &self.events {
             Events::Log(table) => table.event(task_id, seq),
             Events::Tree(events) => events
                 .get(&event_key(task_id, seq))
+                .map(|v| v.map(Bytes::from_owner))
                 .map_err(|e| StoreError::index("reading an event", e)),
         }
     }
@@ -329,7 +335,7 @@ impl Index {
         from: Seq,
         to: Seq,
         want: usize,
-    ) -> Box<dyn Iterator<Item = Result<sled::IVec, StoreError>> + '_> {
+    ) -> Box<dyn Iterator<Item = Result<Bytes, StoreError>> + '_> {
         match &self.events {
             Events::Log(table) => Box::new(LogEvents {
                 table,
@@ -342,7 +348,10 @@ impl Index {
             Events::Tree(events) => Box::new(
                 events
                     .values(&event_key(task_id, from), &event_key(task_id, to))
-                    .map(|v| v.map_err(|e| StoreError::index("reading events", e))),
+                    .map(|v| {
+                        v.map(Bytes::from_owner)
+                            .map_err(|e| StoreError::index("reading events", e))
+                    }),
             ),
         }
     }
@@ -495,7 +504,7 @@ impl Index {
     }
 
     /// Makes everything applied so far durable: sled's flush, then (with `sync`) `fdatasync` of
-    /// its data file and `fsync` of its directory.
+    /// its data file (and, the first time, of its `conf`) and `fsync` of its directory.
     pub(crate) fn flush(&self, sync: bool) -> Result<(), StoreError> {
         if let Some(db) = &self.db {
             db.flush().map_err(|e| StoreError::index("flushing", e))?;
@@ -503,6 +512,21 @@ impl Index {
         if let (true, Some((dir, file))) = (sync, &self.files) {
             file.sync_data()
                 .map_err(StoreError::io("fdatasync of", &dir.join("db")))?;
+            // sled writes its `conf` (with two plain writes, never synced) when it creates
+            // the index, and cannot open the index without it: made durable here, once,
+            // before anything (the `INDEX` switch, a checkpoint) relies on the index.
+            if !self.conf_synced.load(std::sync::atomic::Ordering::Relaxed) {
+                let conf = dir.join("conf");
+                match File::open(&conf) {
+                    Ok(f) => f
+                        .sync_data()
+                        .map_err(StoreError::io("fdatasync of", &conf))?,
+                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                    Err(e) => return Err(StoreError::io("opening", &conf)(e)),
+                }
+                self.conf_synced
+                    .store(true, std::sync::atomic::Ordering::Relaxed);
+            }
             fsutil::sync_dir(dir).map_err(StoreError::io("fsync of", dir))?;
             // sled may have created files (snapshots) since the last look.
             fsutil::restrict_tree(dir).map_err(StoreError::io("restricting", dir))?;
@@ -523,11 +547,11 @@ struct LogEvents<'a> {
     next: Option<Seq>,
     to: Seq,
     chunk: usize,
-    ready: std::collections::VecDeque<sled::IVec>,
+    ready: std::collections::VecDeque<Bytes>,
 }
 
 impl Iterator for LogEvents<'_> {
-    type Item = Result<sled::IVec, StoreError>;
+    type Item = Result<Bytes, StoreError>;
 
     fn next(&mut self) -> Option<Self::Item> {
         if self.ready.is_empty() {

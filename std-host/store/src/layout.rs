@@ -10,10 +10,10 @@
 //! `INDEX` uses `index/`, which keeps every data dir laid out before rebuilds openable.
 
 use std::fs;
-use std::io::Write as _;
 use std::path::{Path, PathBuf};
 
 use super::fsutil;
+use super::storage::StdStorage;
 use super::StoreError;
 
 /// The pointer file naming the current index directory.
@@ -144,22 +144,16 @@ pub(crate) fn stale_dirs(
 pub(crate) fn switch(data_dir: &Path, next: &Generation, sync: bool) -> Result<(), StoreError> {
     let tmp = data_dir.join(POINTER_TMP);
     let pointer = data_dir.join(POINTER);
-    {
-        let mut file = fsutil::private_file()
-            .truncate(true)
-            .open(&tmp)
-            .map_err(StoreError::io("creating", &tmp))?;
-        file.write_all(format!("{}\n", dir_name(next.number)).as_bytes())
-            .map_err(StoreError::io("writing", &tmp))?;
-        if sync {
-            file.sync_data()
-                .map_err(StoreError::io("fdatasync of", &tmp))?;
-        }
-    }
-    fs::rename(&tmp, &pointer).map_err(StoreError::io("renaming", &tmp))?;
-    if sync {
-        fsutil::sync_dir(data_dir).map_err(StoreError::io("fsync of", data_dir))?;
-    }
+    let bytes = format!("{}\n", dir_name(next.number));
+    crate::storage::replace(
+        &StdStorage,
+        data_dir,
+        &tmp,
+        &pointer,
+        bytes.as_bytes(),
+        sync,
+    )
+    .map_err(|(context, path, e)| StoreError::io(context, &path)(e))?;
     Ok(())
 }
 

@@ -71,6 +71,7 @@ pub mod pg;
 mod raw;
 mod recovery;
 pub mod stats;
+mod storage;
 mod tree;
 mod wal;
 

@@ -1129,6 +1129,9 @@ impl Replica {
                 // fence), the next seq after the batch, and the floor before and after.
                 let mut order: Vec<&str> = Vec::new();
                 let mut span: HashMap<&str, (i64, i64)> = HashMap::new();
+                // Per task, the seq of its last checkpoint in the batch when retention keeps
+                // from checkpoints (CP-03): the floor moves to it.
+                let mut checkpoint: HashMap<&str, i64> = HashMap::new();
                 for j in &batch {
                     span.entry(j.task_id.as_str())
                         .and_modify(|s| s.1 = j.seq + 1)
@@ -1136,17 +1139,21 @@ impl Replica {
                             order.push(j.task_id.as_str());
                             (j.seq, j.seq + 1)
                         });
+                    if self.retention.drops_before(&j.event_type) {
+                        checkpoint.insert(j.task_id.as_str(), j.seq);
+                    }
                 }
                 let mut tasks = Vec::with_capacity(order.len());
                 for id in order {
                     let (expect, next) = span[id];
+                    let at_least = (next - max).max(checkpoint.get(id).copied().unwrap_or(0));
                     let (lo, floor) = match p.heads.get_mut(id) {
                         Some(h) => {
                             let lo = h.floor;
-                            h.floor = h.floor.max(next - max);
+                            h.floor = h.floor.max(at_least);
                             (lo, h.floor)
                         }
-                        None => (0, 0.max(next - max)),
+                        None => (0, 0.max(at_least)),
                     };
                     tasks.push(TaskSpan {
                         task_id: id.to_owned(),

@@ -25,8 +25,8 @@ pub struct RawEvent {
 /// Where the bytes live.
 #[derive(Clone, Debug)]
 enum Bytes {
-    /// sled's value: the event's framed, checksummed core record.
-    Index(sled::IVec),
+    /// The event's framed, checksummed core record, as read from the log (or the index).
+    Index(bytes::Bytes),
     /// Type then payload, copied out of a read cache.
     Copied(Box<[u8]>),
 }
@@ -46,7 +46,7 @@ impl RawEvent {
     /// but the fields are not validated twice (`record::decode_written`), and the checksum is
     /// the CPU's CRC-32C instruction where there is one.
     pub(crate) fn from_index(
-        raw: sled::IVec,
+        raw: bytes::Bytes,
         task_id: &str,
         seq: Seq,
     ) -> Result<RawEvent, StoreError> {
@@ -159,7 +159,7 @@ mod tests {
         }
     }
 
-    fn stored(seq: u64, payload: &[u8]) -> sled::IVec {
+    fn stored(seq: u64, payload: &[u8]) -> bytes::Bytes {
         let rec = Record::Event(EventRecord {
             task_id: "t1",
             seq: Seq::new(seq).unwrap(),
@@ -170,7 +170,7 @@ mod tests {
         let mut buf = vec![0; record::encoded_len(&rec).unwrap()];
         let n = record::encode(&rec, &mut buf).unwrap().len();
         buf.truncate(n);
-        sled::IVec::from(buf)
+        bytes::Bytes::from(buf)
     }
 
     #[test]

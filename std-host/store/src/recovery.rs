@@ -37,6 +37,8 @@ struct Expected {
     checkpoint: Option<Checkpoint>,
     /// Tasks the replayed log removed.
     removed: HashSet<String>,
+    /// The LSN of each task's last record replayed (from the checkpoint on).
+    last_lsn: HashMap<String, u64>,
     /// The index directory in use.
     index_dir: PathBuf,
 }
@@ -52,12 +54,23 @@ fn min_event_record(id_len: usize) -> u64 {
 /// than a segment holds (a checkpoint is due after 64 MiB).
 const UNKNOWN_HOLE_BYTES: u64 = 256 << 20;
 
-/// How many seqs a task with id `id` may have used in the damaged stretches `damage`.
-fn seqs_in(damage: &[wal::Damage], id: &str) -> u64 {
-    damage.iter().fold(0u64, |n, d| {
-        let bytes = d.bytes.unwrap_or(UNKNOWN_HOLE_BYTES);
-        n.saturating_add(bytes / min_event_record(id.len()) + 1)
-    })
+/// How many seqs past its last recovered one a task with id `id` may have used in the damaged
+/// stretches `damage`, when its last record replayed is at LSN `last` (`None`: none was). A
+/// task's seqs rise with the log, so only the stretches after its last record can hold seqs
+/// past it; one before that record holds none the task still could issue, and moving the
+/// task's next seq past it would only leave empty seqs (which count toward the retention
+/// limit, pushing retained events out).
+fn seqs_in(damage: &[wal::Damage], id: &str, last: Option<u64>) -> u64 {
+    damage
+        .iter()
+        .filter(|d| {
+            let at = wal::segment_start(&d.segment).map_or(u64::MAX, |s| s + d.offset);
+            last.is_none_or(|last| at > last)
+        })
+        .fold(0u64, |n, d| {
+            let bytes = d.bytes.unwrap_or(UNKNOWN_HOLE_BYTES);
+            n.saturating_add(bytes / min_event_record(id.len()) + 1)
+        })
 }
 
 pub(crate) fn open(config: StoreConfig, now: Millis, mode: Mode) -> Result<Store, StoreError> {
@@ -104,13 +117,25 @@ pub(crate) fn open(config: StoreConfig, now: Millis, mode: Mode) -> Result<Store
                 Ok(index) => index,
                 // An I/O error (a full disk, a failing device) is not damage.
                 Err(e) if e.is_io() => return Err(e),
-                Err(e) if repair => {
+                // With no checkpoint record, no checkpoint has relied on the index: it holds
+                // nothing the log does not (the log is replayed from its start, and recovery
+                // refuses if that start is gone). sled writes its `conf` unsynced when it
+                // creates an index, so a power loss at a data dir's first open can leave one
+                // that does not open: that is no damage, and the index is built anew.
+                Err(e) if repair || saved.is_none() => {
                     let aside = set_aside(dir, &generation.dir)?;
-                    report.repairs.push(format!(
+                    let what = format!(
                         "the index could not be opened ({e}); it was moved to {} and a new one \
                          built from the log",
                         aside.display()
-                    ));
+                    );
+                    if repair {
+                        report.repairs.push(what);
+                    } else {
+                        report.warnings.push(format!(
+                            "{what} (no checkpoint had relied on it, so nothing is lost)"
+                        ));
+                    }
                     open_index(&generation.dir, config.index_cache_bytes, &table)?
                 }
                 Err(e) => {
@@ -160,7 +185,9 @@ pub(crate) fn open(config: StoreConfig, now: Millis, mode: Mode) -> Result<Store
             }
             fsutil::create_private_dir(&wal_dir).map_err(StoreError::io("creating", &wal_dir))?;
             let mut removed = HashSet::new();
+            let mut last_lsn = HashMap::new();
             let recovered = wal::recover(
+                &**files.storage(),
                 &wal_dir,
                 checkpoint,
                 sync,
@@ -172,6 +199,9 @@ pub(crate) fn open(config: StoreConfig, now: Millis, mode: Mode) -> Result<Store
                     }
                     if let Record::Remove { task_id } = rec {
                         removed.insert((*task_id).to_owned());
+                    }
+                    if repair {
+                        last_lsn.insert(rec.task_id().to_owned(), lsn);
                     }
                     index.replay(rec, raw, lsn)
                 },
@@ -210,6 +240,7 @@ pub(crate) fn open(config: StoreConfig, now: Millis, mode: Mode) -> Result<Store
                 Some(Expected {
                     checkpoint: saved,
                     removed,
+                    last_lsn,
                     index_dir,
                 }),
             )
@@ -307,7 +338,8 @@ pub(crate) fn open(config: StoreConfig, now: Millis, mode: Mode) -> Result<Store
         for id in &running {
             let Some(slot) = tasks.get(id) else { continue };
             let mut st = super::lock(&slot.state);
-            let lost = seqs_in(&recovered.damage, id);
+            let last = expected.as_ref().and_then(|e| e.last_lsn.get(id).copied());
+            let lost = seqs_in(&recovered.damage, id, last);
             let floor = floors.get(id).copied().unwrap_or(0);
             let target = st.next.get().max(floor).saturating_add(lost);
             let target = Seq::new(target).unwrap_or(Seq::MAX);
@@ -581,6 +613,44 @@ mod tests {
     }
 
     #[test]
+    fn an_index_that_does_not_open_is_rebuilt_when_no_checkpoint_relied_on_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let write = |payloads: &[&str]| {
+            let store = Store::open(config(dir.path()), Millis(1)).unwrap();
+            store.create_task(record("t"), Millis(1)).unwrap();
+            for p in payloads {
+                store
+                    .append("t", "dev.taskstream.tick", p.as_bytes(), Millis(2))
+                    .unwrap();
+            }
+            store
+                .finish("t", TaskStatus::Completed, None, None, None, Millis(3))
+                .unwrap();
+        };
+        write(&[r#"{"i":0}"#, r#"{"i":1}"#]);
+        // sled's `conf` as a power loss at the first open can leave it (unsynced: zeros).
+        let conf = dir.path().join("index").join("conf");
+        let len = std::fs::metadata(&conf).unwrap().len();
+        std::fs::write(&conf, vec![0u8; usize::try_from(len).unwrap()]).unwrap();
+        // With the checkpoint record, a checkpoint relied on the index: damage, refused.
+        let refused = Store::open(config(dir.path()), Millis(4)).err().unwrap();
+        assert!(refused.is_damage(), "{refused}");
+        assert!(
+            refused.to_string().contains("cannot be opened"),
+            "{refused}"
+        );
+        // Without it (the power loss came before the first checkpoint), built from the log.
+        std::fs::remove_file(dir.path().join(checkpoint::FILE)).unwrap();
+        let store = Store::open(config(dir.path()), Millis(4)).unwrap();
+        let warnings = store.recovery().warnings.join("\n");
+        assert!(warnings.contains("built from the log"), "{warnings}");
+        for (seq, want) in [(1, br#"{"i":0}"#), (2, br#"{"i":1}"#)] {
+            let got = store.event("t", Seq::new(seq).unwrap()).unwrap();
+            assert_eq!(got.payload, want.to_vec(), "seq {seq}");
+        }
+    }
+
+    #[test]
     fn events_lost_from_the_log_are_refused_and_a_repaired_hole_is_not() {
         let dir = tempfile::tempdir().unwrap();
         {
@@ -605,6 +675,9 @@ mod tests {
         let mut damaged = None;
         for entry in std::fs::read_dir(dir.path().join("wal")).unwrap() {
             let path = entry.unwrap().path();
+            if wal::segment_start(&path).is_none() {
+                continue;
+            }
             let mut bytes = std::fs::read(&path).unwrap();
             let mut at = 0;
             let mut hit = false;
@@ -674,7 +747,11 @@ mod tests {
         {
             let mut raws = Vec::new();
             for entry in std::fs::read_dir(dir.path().join("wal")).unwrap() {
-                let bytes = std::fs::read(entry.unwrap().path()).unwrap();
+                let path = entry.unwrap().path();
+                if wal::segment_start(&path).is_none() {
+                    continue;
+                }
+                let bytes = std::fs::read(path).unwrap();
                 let mut at = 0;
                 while at < bytes.len() {
                     let (rec, used) = record::decode(&bytes[at..]).unwrap();

@@ -37,29 +37,50 @@
 //!   the whole pending buffer, so the bytes written to the segment are always the submitted
 //!   ones in LSN order (`segment start + len` after a flush is the batch's end LSN).
 //! - **W6** A segment is succeeded by a new one only after a sync covered all of it (modes but
-//!   `none`), so only the last segment can hold a torn tail.
+//!   `none`), so only the last segment can hold a torn tail. At open, recovery syncs the last
+//!   segment before the log goes on in a new one (a killed process's writes may still be
+//!   only in the page cache).
+//! - **W7** The synced-through mark (`wal.synced` beside `wal/`, modes but `none`) never claims more than was
+//!   synced: after each successful `fdatasync` of a segment through LSN `n`, `n` is written
+//!   (not synced) to one of the file's two checksummed slots, alternately; recovery takes the
+//!   highest valid slot, 0 if none. A slot's write that is lost or torn leaves an older value
+//!   or none, so the mark read back is at most the log's real synced point. At open a mark
+//!   past the recovered end (log a repair gave up) is written back to the end and synced.
+//!
+//! Power loss is not damage. Unsynced writes may reach the disk in any order and torn at any
+//! sector (page writeback and disk caches promise no order), so after a power loss the
+//! unsynced end of the last segment may hold holes with valid records after them. Such bytes
+//! were never acknowledged: an acknowledgement waits for a sync (W3). What tells them from
+//! damage to synced log is the mark: in the last segment, a bad record at or above the mark
+//! is a torn tail and is cut there, whatever follows; a bad record below it, in an earlier
+//! segment, or log ending before the mark, is damage. A per-batch commit marker in the log
+//! would have said the same at the cost of a change to the record format and of bytes per
+//! commit; the mark costs one small `pwrite` per sync and no format change. What it gives up:
+//! the mark lags the real synced point by whatever of its own writes a power loss took, and
+//! in that window (synced, acknowledged, but above the surviving mark) damage by the device
+//! would be cut as a torn tail rather than refused; a power loss alone never damages that
+//! window, which it cannot tear.
 //!
 //! Lock order: `segment` → `queue` → `SegmentFiles::map`. The queue's lock is never held while
 //! taking the segment's (a leader drops it first); the condition variables `flushed[0..2]`
 //! wait on the queue's lock only.
 //!
 //! Recovery ([`recover`]) replays the records from a checkpoint LSN on. A record that does not
-//! decode at the end of the last segment is a torn tail, cut off. Anything else that does not
-//! decode, or log missing between segments, is damage: recovery refuses it unless told to
-//! repair (skip it, keep every valid record after it). For a record that does not decode the
-//! rule is one table, [`decide`], from the facts about it ([`Facts`]).
+//! decode in the last segment at or above the synced-through mark is a torn tail, cut off.
+//! Anything else that does not decode, log missing between segments, or log ending before the
+//! mark, is damage: recovery refuses it unless told to repair (skip it, keep every valid
+//! record after it). For a record that does not decode the rule is one table, [`decide`],
+//! from the facts about it ([`Facts`]).
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::fs::{self, File};
-use std::io::{self, Write};
-use std::os::unix::fs::FileExt;
+use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, RwLock};
 
 use taskstream_core::record::{self, Record, RecordError};
 
-use super::fsutil;
+use super::storage::{read_at_most, StdStorage, Storage, StorageFile};
 use super::{lock, lock_read, lock_write, Durability};
 
 /// Batches a group-commit leader flushes before it returns and lets a waiter lead.
@@ -169,8 +190,8 @@ impl Default for Counters {
 
 /// The active segment.
 struct Segment {
-    /// Opened for appending and reading; the same handle is in [`SegmentFiles`].
-    file: Arc<File>,
+    /// Opened for writing and reading; the same handle is in [`SegmentFiles`].
+    file: Arc<dyn StorageFile>,
     path: PathBuf,
     start: u64,
     len: u64,
@@ -247,20 +268,25 @@ pub(crate) struct Wal {
     counters: Counters,
     /// Every segment on disk, open for reading: the log is where events are read from.
     files: Arc<SegmentFiles>,
+    /// The synced-through mark's file (W7), modes but `none`.
+    mark: Option<Arc<dyn StorageFile>>,
+    /// Marks written so far: the next goes to slot `marks % 2`.
+    marks: AtomicU64,
 }
 
 /// The log's segment files, open for reading, by start LSN: the store's events are read from
 /// the log itself (`store/src/events.rs` says where each one is). A reader keeps the
-/// `Arc<File>` it took, so a segment deleted meanwhile stays readable for it.
-#[derive(Default)]
+/// `Arc<dyn StorageFile>` it took, so a segment deleted meanwhile stays readable for it.
+/// It also holds the [`Storage`] every file of the log is on.
 pub(crate) struct SegmentFiles {
     map: RwLock<BTreeMap<u64, OpenSegment>>,
+    storage: Arc<dyn Storage>,
 }
 
 /// A segment open for reading, with its path for the errors that name it.
 #[derive(Clone)]
 struct OpenSegment {
-    file: Arc<File>,
+    file: Arc<dyn StorageFile>,
     path: Arc<Path>,
 }
 
@@ -276,21 +302,38 @@ impl OpenSegment {
 }
 
 impl SegmentFiles {
-    /// An empty set, filled by [`load`](Self::load) and by the log's new segments.
+    /// An empty set on the real file system, filled by [`load`](Self::load) and by the log's
+    /// new segments.
     pub(crate) fn new() -> Arc<SegmentFiles> {
-        Arc::new(SegmentFiles::default())
+        SegmentFiles::on(StdStorage::shared())
+    }
+
+    /// An empty set on `storage`.
+    pub(crate) fn on(storage: Arc<dyn Storage>) -> Arc<SegmentFiles> {
+        Arc::new(SegmentFiles {
+            map: RwLock::default(),
+            storage,
+        })
+    }
+
+    /// The storage the log's files are on.
+    pub(crate) fn storage(&self) -> &Arc<dyn Storage> {
+        &self.storage
     }
 
     /// Opens every segment of `dir` for reading.
     pub(crate) fn load(&self, dir: &Path) -> Result<(), WalError> {
-        for (start, path) in list_segments(dir)? {
-            let file = File::open(&path).map_err(io_err("opening", &path))?;
-            self.insert(start, Arc::new(file), &path);
+        for (start, path) in list_segments(&*self.storage, dir)? {
+            let file = self
+                .storage
+                .open(&path, false)
+                .map_err(io_err("opening", &path))?;
+            self.insert(start, file, &path);
         }
         Ok(())
     }
 
-    fn insert(&self, start: u64, file: Arc<File>, path: &Path) {
+    fn insert(&self, start: u64, file: Arc<dyn StorageFile>, path: &Path) {
         let path = Arc::from(path);
         lock_write(&self.map).insert(start, OpenSegment { file, path });
     }
@@ -321,9 +364,9 @@ impl SegmentFiles {
             return Ok(None);
         };
         let mut buf = vec![0; len];
-        match open.file.read_exact_at(&mut buf, lsn - start) {
-            Ok(()) => Ok(Some(buf)),
-            Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => Ok(None),
+        match read_at_most(&*open.file, &mut buf, lsn - start) {
+            Ok(got) if got == len => Ok(Some(buf)),
+            Ok(_) => Ok(None),
             Err(e) => Err(open.read_error(e)),
         }
     }
@@ -363,7 +406,7 @@ impl SegmentFiles {
             }
             let mut buf = vec![0; usize::try_from(end - lsn).unwrap_or(0)];
             let got =
-                read_at_most(&open.file, &mut buf, lsn - start).map_err(|e| open.read_error(e))?;
+                read_at_most(&*open.file, &mut buf, lsn - start).map_err(|e| open.read_error(e))?;
             for &(l, n) in &runs[i..j] {
                 let from = usize::try_from(l - lsn).unwrap_or(usize::MAX);
                 let to = from.saturating_add(n as usize);
@@ -373,20 +416,6 @@ impl SegmentFiles {
         }
         Ok(out)
     }
-}
-
-/// Reads into `buf` from `offset` until it is full or the file ends; returns the bytes read.
-fn read_at_most(file: &File, buf: &mut [u8], offset: u64) -> io::Result<usize> {
-    let mut got = 0;
-    while got < buf.len() {
-        match file.read_at(&mut buf[got..], offset + got as u64) {
-            Ok(0) => break,
-            Ok(n) => got += n,
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(e),
-        }
-    }
-    Ok(got)
 }
 
 impl Wal {
@@ -399,7 +428,18 @@ impl Wal {
         files: Arc<SegmentFiles>,
     ) -> Result<Wal, WalError> {
         let counters = Counters::default();
-        let segment = create_segment(dir, lsn, mode != Durability::None, &counters)?;
+        let mark = if mode == Durability::None {
+            None
+        } else {
+            Some(open_mark(&*files.storage, dir, lsn)?)
+        };
+        let segment = create_segment(
+            &*files.storage,
+            dir,
+            lsn,
+            mode != Durability::None,
+            &counters,
+        )?;
         files.insert(lsn, Arc::clone(&segment.file), &segment.path);
         Ok(Wal {
             files,
@@ -417,6 +457,8 @@ impl Wal {
             fail_sync: AtomicU64::new(0),
             submitted: AtomicU64::new(lsn),
             counters,
+            mark,
+            marks: AtomicU64::new(0),
         })
     }
 
@@ -599,7 +641,7 @@ impl Wal {
         if bytes.is_empty() {
             return Ok(());
         }
-        let result = (&*seg.file).write_all(bytes);
+        let result = seg.file.write_at(bytes, seg.len);
         self.counters.writes.fetch_add(1, Ordering::Relaxed);
         if let Err(source) = result {
             self.fail();
@@ -621,7 +663,7 @@ impl Wal {
     fn sync(&self, seg: &mut Segment) -> Result<(), WalError> {
         self.check()?;
         let number = self.counters.syncs.fetch_add(1, Ordering::Relaxed) + 1;
-        if let Err(source) = self.sync_data(&seg.file, number) {
+        if let Err(source) = self.sync_data(&*seg.file, number) {
             self.fail();
             return Err(WalError::Io {
                 context: "fdatasync of",
@@ -632,13 +674,23 @@ impl Wal {
         let end = seg.start + seg.len;
         debug_assert!(end >= seg.synced, "W2: the synced mark never moves back");
         seg.synced = end;
+        self.write_mark(end);
         Ok(())
+    }
+
+    /// Records (W7) that the log is synced through `lsn`: written, never synced, in the slot
+    /// after the last one. A failure is ignored: the mark only ever lags, which is safe.
+    fn write_mark(&self, lsn: u64) {
+        if let Some(file) = &self.mark {
+            let slot = self.marks.fetch_add(1, Ordering::Relaxed) % 2;
+            let _ = file.write_at(&encode_mark(lsn), slot * MARK_SLOT);
+        }
     }
 
     /// `fdatasync` of `file`, the log's `number`th; in tests, failed with `EIO` when it is
     /// the one `fail_sync` names.
     #[cfg_attr(not(test), allow(clippy::unused_self))]
-    fn sync_data(&self, file: &File, number: u64) -> io::Result<()> {
+    fn sync_data(&self, file: &dyn StorageFile, number: u64) -> io::Result<()> {
         #[cfg(test)]
         if self.fail_sync.load(Ordering::Relaxed) == number {
             return Err(io::Error::from(rustix::io::Errno::IO));
@@ -703,9 +755,11 @@ impl Wal {
             return Ok(seg.start);
         }
         let sync = self.mode != Durability::None;
-        let next = create_segment(&self.dir, end, sync, &self.counters).inspect_err(|_| {
-            self.fail();
-        })?;
+        let storage = &*self.files.storage;
+        let next =
+            create_segment(storage, &self.dir, end, sync, &self.counters).inspect_err(|_| {
+                self.fail();
+            })?;
         self.files.insert(end, Arc::clone(&next.file), &next.path);
         *seg = next;
         Ok(end)
@@ -715,17 +769,20 @@ impl Wal {
     /// [`rotate`](Self::rotate) whose records are all checkpointed) but those in `keep` (whose
     /// start is there: they hold retained events).
     pub(crate) fn delete_before(&self, lsn: u64, keep: &BTreeSet<u64>) -> Result<(), WalError> {
-        let segments = list_segments(&self.dir)?;
+        let storage = &*self.files.storage;
+        let segments = list_segments(storage, &self.dir)?;
         let mut deleted = false;
         for (start, path) in segments {
             if start < lsn && !keep.contains(&start) {
                 self.files.remove(start);
-                fs::remove_file(&path).map_err(io_err("deleting", &path))?;
+                storage.remove(&path).map_err(io_err("deleting", &path))?;
                 deleted = true;
             }
         }
         if deleted && self.mode != Durability::None {
-            fsutil::sync_dir(&self.dir).map_err(io_err("fsync of", &self.dir))?;
+            storage
+                .sync_dir(&self.dir)
+                .map_err(io_err("fsync of", &self.dir))?;
         }
         Ok(())
     }
@@ -738,6 +795,11 @@ impl Wal {
     /// The log's directory.
     pub(crate) fn dir(&self) -> &Path {
         &self.dir
+    }
+
+    /// The storage the log's files are on.
+    pub(crate) fn storage(&self) -> &dyn Storage {
+        &*self.files.storage
     }
 
     /// What the log did so far.
@@ -779,31 +841,116 @@ fn segment_path(dir: &Path, start: u64) -> PathBuf {
     dir.join(format!("{start:016x}.wal"))
 }
 
+/// The file beside the log's directory that holds the synced-through mark (W7): `wal.synced`
+/// for `wal/`. Outside it, so that the directory holds segments only.
+pub(crate) fn mark_path(dir: &Path) -> PathBuf {
+    dir.with_extension("synced")
+}
+/// The distance between the mark's two slots: each in a sector of its own.
+const MARK_SLOT: u64 = 512;
+const MARK_MAGIC: [u8; 4] = *b"TSSY";
+
+/// One slot of the mark: magic, the LSN (little-endian), a CRC-32C of both.
+fn encode_mark(lsn: u64) -> [u8; 16] {
+    let mut out = [0; 16];
+    out[..4].copy_from_slice(&MARK_MAGIC);
+    out[4..12].copy_from_slice(&lsn.to_le_bytes());
+    let crc = crc32c::crc32c(&out[..12]);
+    out[12..].copy_from_slice(&crc.to_le_bytes());
+    out
+}
+
+fn decode_mark(slot: &[u8]) -> Option<u64> {
+    let slot: &[u8; 16] = slot.get(..16)?.try_into().ok()?;
+    let crc = u32::from_le_bytes(slot[12..].try_into().ok()?);
+    if slot[..4] != MARK_MAGIC || crc32c::crc32c(&slot[..12]) != crc {
+        return None;
+    }
+    Some(u64::from_le_bytes(slot[4..12].try_into().ok()?))
+}
+
+/// The synced-through mark of the log in `dir` (W7): the highest LSN a valid slot holds, 0 if
+/// there is none (no mark file, or nothing in it survived). Every byte of log below it was
+/// covered by a successful `fdatasync`.
+///
+/// # Errors
+/// [`WalError::Io`] if the file is there but cannot be read.
+pub(crate) fn read_mark(storage: &dyn Storage, dir: &Path) -> Result<u64, WalError> {
+    let path = mark_path(dir);
+    let bytes = match storage.read(&path) {
+        Ok(bytes) => bytes,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(0),
+        Err(e) => return Err(io_err("reading", &path)(e)),
+    };
+    let slot = |at: u64| {
+        usize::try_from(at)
+            .ok()
+            .and_then(|at| bytes.get(at..))
+            .and_then(decode_mark)
+    };
+    Ok(slot(0)
+        .into_iter()
+        .chain(slot(MARK_SLOT))
+        .max()
+        .unwrap_or(0))
+}
+
+/// Opens (creating) the mark file of the log in `dir`, which goes on at `lsn`. A mark past
+/// `lsn` (left by log that a repair gave up) is brought back to `lsn` in both slots and
+/// synced, so that it never claims log that is not there; recovery synced the log through
+/// `lsn`.
+fn open_mark(
+    storage: &dyn Storage,
+    dir: &Path,
+    lsn: u64,
+) -> Result<Arc<dyn StorageFile>, WalError> {
+    let path = mark_path(dir);
+    let new = match storage.open(&path, false) {
+        Ok(_) => false,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => true,
+        Err(e) => return Err(io_err("opening", &path)(e)),
+    };
+    let past = read_mark(storage, dir)? > lsn;
+    let file = storage.create(&path).map_err(io_err("creating", &path))?;
+    if new {
+        // Its name made durable once, so that the marks written to it can survive.
+        if let Some(parent) = path.parent() {
+            storage
+                .sync_dir(parent)
+                .map_err(io_err("fsync of", parent))?;
+        }
+    }
+    if past {
+        let mark = encode_mark(lsn);
+        file.write_at(&mark, 0)
+            .and_then(|()| file.write_at(&mark, MARK_SLOT))
+            .and_then(|()| file.sync_data())
+            .map_err(io_err("writing", &path))?;
+    }
+    Ok(file)
+}
+
 /// Creates (or, when one was left empty at exactly this LSN, reuses) the segment starting at
 /// `start`, and (with `sync`) makes its directory entry durable.
 fn create_segment(
+    storage: &dyn Storage,
     dir: &Path,
     start: u64,
     sync: bool,
     counters: &Counters,
 ) -> Result<Segment, WalError> {
     let path = segment_path(dir, start);
-    let file = fsutil::private_file()
-        .read(true)
-        .append(true)
-        .truncate(false)
-        .open(&path)
-        .map_err(io_err("creating", &path))?;
+    let file = storage.create(&path).map_err(io_err("creating", &path))?;
     // A file already there at this LSN holds no valid record past it (recovery truncated it),
     // so anything in it is garbage to drop before appending.
     file.set_len(0).map_err(io_err("truncating", &path))?;
     if sync {
-        file.sync_all().map_err(io_err("fsync of", &path))?;
-        fsutil::sync_dir(dir).map_err(io_err("fsync of", dir))?;
+        file.sync_data().map_err(io_err("fsync of", &path))?;
+        storage.sync_dir(dir).map_err(io_err("fsync of", dir))?;
     }
     counters.segments.fetch_add(1, Ordering::Relaxed);
     Ok(Segment {
-        file: Arc::new(file),
+        file,
         path,
         start,
         len: 0,
@@ -812,19 +959,11 @@ fn create_segment(
 }
 
 /// The segment files of `dir`, by start LSN. Other files are ignored.
-fn list_segments(dir: &Path) -> Result<Vec<(u64, PathBuf)>, WalError> {
+fn list_segments(storage: &dyn Storage, dir: &Path) -> Result<Vec<(u64, PathBuf)>, WalError> {
     let mut out = Vec::new();
-    for entry in fs::read_dir(dir).map_err(io_err("listing", dir))? {
-        let entry = entry.map_err(io_err("listing", dir))?;
-        let name = entry.file_name();
-        let Some(stem) = name.to_str().and_then(|n| n.strip_suffix(".wal")) else {
-            continue;
-        };
-        if stem.len() != 16 {
-            continue;
-        }
-        if let Ok(start) = u64::from_str_radix(stem, 16) {
-            out.push((start, entry.path()));
+    for path in storage.list(dir).map_err(io_err("listing", dir))? {
+        if let Some(start) = segment_start(&path) {
+            out.push((start, path));
         }
     }
     out.sort();
@@ -974,6 +1113,9 @@ struct Facts {
     run_to_end_after: Option<usize>,
     /// Whether this is the log's last segment.
     last_segment: bool,
+    /// Whether the bad record starts below the synced-through mark (W7): its bytes were
+    /// covered by a successful `fdatasync`.
+    below_mark: bool,
     /// Whether recovery was told to repair.
     repair: bool,
 }
@@ -1001,19 +1143,22 @@ enum Decision {
     },
 }
 
-/// The rule "torn tail or damage", in one place. A torn write can leave a bad record only at
-/// the end of the last segment (W6: every earlier segment was synced whole before the next one
-/// was created), so:
+/// The rule "torn tail or damage", in one place. A power loss can leave bad records only in
+/// log that no successful `fdatasync` covered: at the end of the last segment (W6: every
+/// earlier segment was synced whole before the next one was created), above the
+/// synced-through mark (W7). There, unsynced writes may have reached the disk in any order and
+/// torn, so bad bytes may have valid records after them. So:
 ///
-/// 1. What counts as a valid record following: one beginning a run of valid records to the
-///    end of the segment when the bad record's length runs past the end (a torn record's
-///    payload may hold a record, which the cut leaves at the very end only by chance, while a
-///    record after a damaged length field is followed by the rest of the log) or when
-///    repairing (a repair must not take a record inside a payload for a real one); otherwise
-///    any valid record.
-/// 2. Nothing valid follows in the last segment: a torn tail, cut off (in repair mode too).
-///    Valid records follow, or later segments do: damage, refused without `repair`, skipped
-///    (up to the next valid record, or the segment's end) with it.
+/// 1. In the last segment, a bad record at or above the mark: a torn tail, cut off (in repair
+///    mode too), whatever follows it. Nothing there was acknowledged as durable unless a sync
+///    covered it after the mark was last written (see W7 for that window).
+/// 2. Anywhere else (an earlier segment, or below the mark): damage to synced log, refused
+///    without `repair`, skipped with it (up to the next valid record, or the segment's end).
+///    What counts as a valid record following: one beginning a run of valid records to the
+///    end of the segment when the bad record's length runs past the end (a record after a
+///    damaged length field is followed by the rest of the log, while one inside a payload is
+///    followed by the payload's end) or when repairing (a repair must not take a record
+///    inside a payload for a real one); otherwise any valid record.
 ///
 /// The decode error itself (checksum, truncation, body) does not enter the decision: a bad
 /// record is judged by where it is and what follows it. `end` is the segment's length.
@@ -1022,21 +1167,22 @@ fn decide(f: &Facts, end: usize) -> Decision {
         (Header::RunsPast, _) | (_, true) => f.run_to_end_after,
         (Header::Unreadable | Header::Whole(_), false) => f.valid_after,
     };
-    match (follows, f.last_segment, f.repair) {
-        (None, true, _) => Decision::CutTail,
-        (Some(to), _, false) => Decision::Refuse {
+    let unsynced_tail = f.last_segment && !f.below_mark;
+    match (unsynced_tail, follows, f.repair) {
+        (true, _, _) => Decision::CutTail,
+        (false, Some(to), false) => Decision::Refuse {
             to,
             valid_follow: true,
         },
-        (None, false, false) => Decision::Refuse {
+        (false, None, false) => Decision::Refuse {
             to: end,
             valid_follow: false,
         },
-        (Some(to), _, true) => Decision::Skip {
+        (false, Some(to), true) => Decision::Skip {
             to,
             valid_follow: true,
         },
-        (None, false, true) => Decision::Skip {
+        (false, None, true) => Decision::Skip {
             to: end,
             valid_follow: false,
         },
@@ -1044,7 +1190,7 @@ fn decide(f: &Facts, end: usize) -> Decision {
 }
 
 /// The facts about the bad record at `offset` in `bytes` (a whole segment).
-fn facts(bytes: &[u8], offset: usize, last_segment: bool, repair: bool) -> Facts {
+fn facts(bytes: &[u8], offset: usize, last_segment: bool, below_mark: bool, repair: bool) -> Facts {
     let header = Header::of(&bytes[offset..]);
     let from = offset + header.skip();
     Facts {
@@ -1052,6 +1198,7 @@ fn facts(bytes: &[u8], offset: usize, last_segment: bool, repair: bool) -> Facts
         valid_after: next_valid(bytes, from, false),
         run_to_end_after: next_valid(bytes, from, true),
         last_segment,
+        below_mark,
         repair,
     }
 }
@@ -1075,13 +1222,15 @@ fn facts(bytes: &[u8], offset: usize, last_segment: bool, repair: bool) -> Facts
 /// [`WalError::Damaged`]; [`WalError::Io`] if a segment cannot be read, cut or deleted; the
 /// error of `apply`, as is.
 pub(crate) fn recover<E: From<WalError>>(
+    storage: &dyn Storage,
     dir: &Path,
     checkpoint: u64,
     sync: bool,
     repair: bool,
     mut apply: impl FnMut(&Record<'_>, &[u8], u64, bool) -> Result<(), E>,
 ) -> Result<Recovered, E> {
-    let segments = list_segments(dir)?;
+    let segments = list_segments(storage, dir)?;
+    let mark = read_mark(storage, dir)?;
     let mut out = Recovered {
         end: checkpoint,
         ..Recovered::default()
@@ -1099,7 +1248,10 @@ pub(crate) fn recover<E: From<WalError>>(
     // segment that holds the checkpoint (or, if none does, in the first after it).
     let mut first = 0;
     for (start, path) in &segments {
-        let len = fs::metadata(path).map_err(io_err("reading", path))?.len();
+        let len = storage
+            .open(path, false)
+            .and_then(|f| f.len())
+            .map_err(io_err("reading", path))?;
         if start.saturating_add(len) > checkpoint || *start >= checkpoint {
             break;
         }
@@ -1164,7 +1316,7 @@ pub(crate) fn recover<E: From<WalError>>(
         if !archive {
             out.end = *start;
         }
-        let bytes = fs::read(path).map_err(io_err("reading", path))?;
+        let bytes = storage.read(path).map_err(io_err("reading", path))?;
         let mut offset = 0usize;
         // `offset < bytes.len()` in the loop, and `decode` never reports more bytes used than
         // it was given, so the slices below stay in bounds.
@@ -1179,17 +1331,18 @@ pub(crate) fn recover<E: From<WalError>>(
                 }
                 Err(error) => error,
             };
-            let decision = decide(&facts(&bytes, offset, last, repair), bytes.len());
+            let below_mark = start + (offset as u64) < mark;
+            let decision = decide(
+                &facts(&bytes, offset, last, below_mark, repair),
+                bytes.len(),
+            );
             let (to, valid_follow) = match decision {
                 Decision::CutTail => {
-                    let file = fs::OpenOptions::new()
-                        .write(true)
-                        .open(path)
-                        .map_err(io_err("opening", path))?;
+                    let file = storage.open(path, true).map_err(io_err("opening", path))?;
                     file.set_len(offset as u64)
                         .map_err(io_err("truncating", path))?;
                     if sync {
-                        file.sync_all().map_err(io_err("fsync of", path))?;
+                        file.sync_data().map_err(io_err("fsync of", path))?;
                     }
                     out.torn = Some(TornTail {
                         segment: path.clone(),
@@ -1210,6 +1363,8 @@ pub(crate) fn recover<E: From<WalError>>(
                 bytes: Some((to - offset) as u64),
                 what: if valid_follow {
                     format!("{error}, and valid records follow")
+                } else if last {
+                    format!("{error}, in log synced before (through LSN {mark})")
                 } else {
                     format!("{error}, and later log segments follow")
                 },
@@ -1225,8 +1380,33 @@ pub(crate) fn recover<E: From<WalError>>(
             out.end = start + offset as u64;
         }
     }
+    let end = out.end;
+    if let (true, Some((start, path))) = (end < mark, live.last()) {
+        // W7: the log was synced through the mark, so it cannot end before it.
+        hole(
+            &mut out,
+            Damage {
+                segment: path.clone(),
+                offset: end.saturating_sub(*start),
+                bytes: Some(mark - end),
+                what: format!("the log ends at LSN {end}, but it was synced through LSN {mark}"),
+            },
+        )?;
+    }
+    if sync {
+        // The log goes on in a new segment after this one, so this one must be durable whole
+        // first (W6): a process that died left its unsynced writes in the page cache, and a
+        // power loss after the restart could still take them, leaving a hole before the new
+        // segment.
+        if let Some((_, path)) = segments.last() {
+            storage
+                .open(path, true)
+                .and_then(|f| f.sync_data())
+                .map_err(io_err("fdatasync of", path))?;
+        }
+    }
     if changed && sync {
-        fsutil::sync_dir(dir).map_err(io_err("fsync of", dir))?;
+        storage.sync_dir(dir).map_err(io_err("fsync of", dir))?;
     }
     Ok(out)
 }
@@ -1240,6 +1420,7 @@ pub(crate) fn recover<E: From<WalError>>(
 /// not cover `from .. to` end to end with valid records: the log between two rotations was
 /// written by this process, so that means it changed under it. The error of `apply`, as is.
 pub(crate) fn read_range<E: From<WalError>>(
+    storage: &dyn Storage,
     dir: &Path,
     from: u64,
     to: u64,
@@ -1248,7 +1429,7 @@ pub(crate) fn read_range<E: From<WalError>>(
 ) -> Result<u64, E> {
     let mut at = from;
     let mut records = 0;
-    for (start, path) in list_segments(dir)? {
+    for (start, path) in list_segments(storage, dir)? {
         if start < from || start >= to {
             continue;
         }
@@ -1257,7 +1438,7 @@ pub(crate) fn read_range<E: From<WalError>>(
                 "the log has no records from LSN {at} to {start}"
             )));
         }
-        let bytes = fs::read(&path).map_err(io_err("reading", &path))?;
+        let bytes = storage.read(&path).map_err(io_err("reading", &path))?;
         let mut offset = 0usize;
         // `decode` never reports more bytes used than it was given, so the slices stay in
         // bounds.
@@ -1278,3 +1459,6 @@ pub(crate) fn read_range<E: From<WalError>>(
 
 #[cfg(test)]
 mod tests;
+
+#[cfg(test)]
+mod sim_tests;

@@ -75,11 +75,14 @@ fn demo_json_report_passes_every_check() {
         "TS-08",
         "RT-01",
         "EV-08",
+        // Retention from checkpoints: the late joiner starts from the state.
+        "CP-03/CP-06",
+        "CP-05",
     ] {
         assert!(ids.contains(&id), "no check {id} in {ids:?}");
     }
     let steps = report["steps"].as_array().expect("steps");
-    assert_eq!(steps.len(), 6);
+    assert_eq!(steps.len(), 7);
     assert!(steps
         .iter()
         .all(|s| s["error"].is_null() && s["ms"].is_u64()));

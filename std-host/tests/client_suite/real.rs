@@ -5,9 +5,9 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 use taskstream_client::{
-    CallOutcome, Client, ClientError, ClientOptions, CursorStore, Era, EraChoice, EventsGone, Flow,
-    FollowEnd, FollowError, GonePolicy, MemoryCursorStore, ResumableStream, SkippedRange, StartAt,
-    StreamItem, StreamOptions, TaskEvent, TaskStatus,
+    CallOutcome, Client, ClientError, ClientOptions, CursorStore, Delivery, Era, EraChoice,
+    EventsGone, Flow, FollowEnd, FollowError, GonePolicy, MemoryCursorStore, ResumableStream,
+    SkippedRange, StartAt, StreamItem, StreamOptions, TaskEvent, TaskStatus,
 };
 
 const WAIT: Duration = Duration::from_secs(20);
@@ -420,4 +420,120 @@ fn killing_the_server_fails_waits_promptly_with_closed() {
         client.task_info("x"),
         Err(ClientError::Closed { .. })
     ));
+}
+
+/// The host of `follow_state` in the checkpoint tests: `emit`'s state, `{"ticks": n}`, and how
+/// it got there.
+#[derive(Default)]
+struct TickHost {
+    ticks: u64,
+    /// (checkpoint seq, lost range) of each start from a checkpoint.
+    from_checkpoint: Vec<(u64, SkippedRange)>,
+    /// Events handed after a gap no checkpoint covered.
+    after_gap: u64,
+}
+
+impl TickHost {
+    fn take(&mut self, d: Delivery<'_>) -> Result<Flow, String> {
+        match d {
+            Delivery::FromCheckpoint {
+                event,
+                checkpoint,
+                lost,
+            } => {
+                assert_eq!(checkpoint.covers_through + 1, event.seq, "CP-01");
+                self.ticks = checkpoint.state["ticks"].as_u64().ok_or("ticks")?;
+                self.from_checkpoint.push((event.seq, lost));
+            }
+            Delivery::AfterGap { event, .. } => {
+                self.after_gap += 1;
+                self.event(event);
+            }
+            Delivery::Event(event) => self.event(event),
+            _ => return Err("an unknown delivery".into()),
+        }
+        Ok(Flow::Continue)
+    }
+
+    fn event(&mut self, e: &TaskEvent) {
+        if let Some(c) = e.checkpoint() {
+            self.ticks = c.state["ticks"].as_u64().unwrap_or(self.ticks);
+        } else if e.event_type == "dev.taskstream.tick" {
+            self.ticks += 1;
+        }
+    }
+}
+
+#[test]
+fn cp06_a_late_join_and_a_stale_cursor_rebuild_from_the_checkpoint_and_say_so() {
+    // 25 ticks, a checkpoint after every 10th: seq 0 working, ticks 1..=10, checkpoint 11,
+    // ticks 12..=21, checkpoint 22 (20 ticks), ticks 23..=27, 28 completed.
+    let client = serve(EraChoice::Modern, &["--retain-from-checkpoint"]);
+    let task = start_emit(&client, json!({"count": 25, "checkpoint_every": 10}));
+    wait_terminal(&client, &task);
+
+    // A late join (no cursor): the first event is the checkpoint; the host is told so, gets
+    // its state, then the events after it, and ends with a full replay's state.
+    let mut stream = ResumableStream::new(
+        task.clone(),
+        MemoryCursorStore::new(),
+        options(GonePolicy::ResumeFromEarliest),
+    )
+    .expect("new");
+    let mut host = TickHost::default();
+    let end = stream
+        .follow_state(&client, StartAt::Cursor, |d| host.take(d))
+        .expect("follow");
+    assert!(matches!(end, FollowEnd::Completed(_)), "{end:?}");
+    assert_eq!(
+        host.from_checkpoint,
+        [(22, SkippedRange { first: 0, last: 21 })]
+    );
+    assert_eq!((host.ticks, host.after_gap), (25, 0), "CP-05");
+    assert_eq!(stream.stats().checkpoint_starts, [22]);
+    assert_eq!(stream.cursor(), Some(28));
+
+    // A stale cursor: events_gone with the checkpoint's seq, then the same rebuild.
+    let mut store = MemoryCursorStore::new();
+    store.save(&task, 4).expect("save");
+    let mut stream =
+        ResumableStream::new(task.clone(), store, options(GonePolicy::ResumeFromEarliest))
+            .expect("new");
+    let mut host = TickHost {
+        ticks: 4,
+        ..TickHost::default()
+    };
+    stream
+        .follow_state(&client, StartAt::Cursor, |d| host.take(d))
+        .expect("follow");
+    assert_eq!(stream.stats().gone.len(), 1);
+    assert_eq!(stream.stats().gone[0].earliest_seq, 22, "CP-04");
+    assert_eq!(
+        host.from_checkpoint,
+        [(22, SkippedRange { first: 5, last: 21 })]
+    );
+    assert_eq!(host.ticks, 25, "CP-05");
+}
+
+#[test]
+fn cp06_a_gap_without_a_checkpoint_is_told_to_the_host_as_such() {
+    // The count limit alone: the first event after the gap is no checkpoint, and the host is
+    // told that its state may miss what the gap held.
+    let client = serve(EraChoice::Modern, &["--max-events-per-task", "3"]);
+    let task = start_emit(&client, json!({"count": 10}));
+    wait_terminal(&client, &task);
+    let mut stream = ResumableStream::new(
+        task.clone(),
+        MemoryCursorStore::new(),
+        options(GonePolicy::ResumeFromEarliest),
+    )
+    .expect("new");
+    let mut host = TickHost::default();
+    stream
+        .follow_state(&client, StartAt::Cursor, |d| host.take(d))
+        .expect("follow");
+    assert!(host.from_checkpoint.is_empty());
+    assert_eq!(host.after_gap, 1);
+    assert!(stream.stats().checkpoint_starts.is_empty());
+    assert_eq!(stream.stats().gaps, [SkippedRange { first: 0, last: 8 }]);
 }

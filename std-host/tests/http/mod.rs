@@ -6,6 +6,7 @@
 //! served. Every wait has a deadline.
 
 mod bad_input;
+mod checkpoints;
 pub(crate) mod client;
 mod conformance;
 mod hostile;

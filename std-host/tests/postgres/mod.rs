@@ -512,3 +512,30 @@ fn readiness_follows_the_database() {
     pg.resume();
     wait_for(200);
 }
+
+#[test]
+fn retention_from_checkpoint_on_postgresql_across_replicas_and_a_restart() {
+    // CP-03, CP-04, CP-05 on the shared store: the replica that wrote the task, another one,
+    // and a replica started afterwards all answer from the latest checkpoint.
+    use crate::server::checkpoints::{check_retained_from_checkpoint, run_task};
+    if !cluster::enabled() {
+        return;
+    }
+    let pg = Cluster::start();
+    let url = pg.db("checkpoints");
+    let mut a = replica(&url, &["--retain-from-checkpoint"]);
+    let mut b = replica(&url, &["--retain-from-checkpoint"]);
+    let task = run_task(&mut a);
+    check_retained_from_checkpoint(&mut a, &task);
+    check_retained_from_checkpoint(&mut b, &task);
+    assert!(a.shutdown().success());
+    assert!(b.shutdown().success());
+    let mut c = replica(&url, &["--retain-from-checkpoint"]);
+    check_retained_from_checkpoint(&mut c, &task);
+    // The rows before the checkpoint are gone from the table, not only hidden.
+    let below = pg.psql(
+        "checkpoints",
+        &format!("SELECT count(*) FROM taskstream_events WHERE task_id = '{task}' AND seq < 22"),
+    );
+    assert_eq!(below.trim(), "0", "rows below the checkpoint: {below}");
+}

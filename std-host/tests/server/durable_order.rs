@@ -122,7 +122,8 @@ impl Replay {
             return;
         }
         if call.path.ends_with(".wal") {
-            if call.name.starts_with("write") {
+            // The log writes its segments with `pwrite64` at their end.
+            if call.name.starts_with("write") || call.name.starts_with("pwrite") {
                 self.written
                     .entry(call.path.clone())
                     .or_default()

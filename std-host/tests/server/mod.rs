@@ -3,6 +3,7 @@
 //! `docs/specification/requirements.md`.
 
 pub(crate) use crate::common::client;
+pub(crate) mod checkpoints;
 mod crash;
 mod durable_order;
 mod faults;

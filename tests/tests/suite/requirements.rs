@@ -4,7 +4,7 @@
 //!
 //! Scanned: every source, script and documentation file of the workspace (not build output,
 //! installed packages or fuzz inputs). Cited IDs: `TS-`, `EV-`, `NT-`, `RS-`, `EG-`, `RT-`,
-//! `RL-`, `SE-`, `DX-`, `HX-` followed by two digits (and `a`/`b` for RS-03's branches), `A-` with two
+//! `RL-`, `SE-`, `DX-`, `HX-`, `CP-` followed by two digits (and `a`/`b` for RS-03's branches), `A-` with two
 //! digits, `OQ-` with one, and `MCP-DIGEST a.N` / `b.N`. Cited files: a `` `path` `` in
 //! backticks that starts with a top-level directory of the repository, a backticked root file
 //! name ending `.md` or `.toml`, and the target of a relative Markdown link.
@@ -102,7 +102,7 @@ fn is_word(b: u8) -> bool {
 /// Every requirement ID cited in `text`.
 fn cited_ids(text: &str) -> Vec<String> {
     const FAMILIES: &[&str] = &[
-        "TS", "EV", "NT", "RS", "EG", "RT", "RL", "SE", "DX", "HX", "OQ", "A",
+        "TS", "EV", "NT", "RS", "EG", "RT", "RL", "SE", "DX", "HX", "CP", "OQ", "A",
     ];
     let b = text.as_bytes();
     let mut ids = Vec::new();

@@ -4,10 +4,12 @@ de-duplication by ``(taskId, seq)``, ``events_gone`` recovery, the task's termin
 
 from ._cursors import CursorStore, FileCursorStore, MemoryCursorStore
 from ._follow import (
+    CHECKPOINT_EVENT_TYPE,
     EVENTS_META_KEY,
     RELATED_TASK_META_KEY,
     TASK_EVENT_METHOD,
     TERMINAL_STATUSES,
+    Checkpoint,
     ConnectionLostError,
     EventRange,
     EventsGoneError,
@@ -27,10 +29,12 @@ from ._follow import (
 )
 
 __all__ = [
+    "CHECKPOINT_EVENT_TYPE",
     "EVENTS_META_KEY",
     "RELATED_TASK_META_KEY",
     "TASK_EVENT_METHOD",
     "TERMINAL_STATUSES",
+    "Checkpoint",
     "ConnectionLostError",
     "CursorStore",
     "EventRange",

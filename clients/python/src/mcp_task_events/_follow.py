@@ -21,22 +21,23 @@ import math
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 import anyio
 import anyio.abc
 import mcp.types as types
 from mcp import ClientSession
-from mcp.shared.exceptions import McpError
 from mcp.shared.message import SessionMessage
 from pydantic import ConfigDict
 
+from ._compat import McpError, jsonrpc_message, next_request_id
 from ._cursors import CursorStore, MemoryCursorStore, load_cursor, save_cursor
 
 TASK_EVENT_METHOD = "notifications/tasks/event"
 RELATED_TASK_META_KEY = "io.modelcontextprotocol/related-task"
 EVENTS_META_KEY = "dev.taskstream/events"
 TERMINAL_STATUSES = frozenset({"completed", "failed", "cancelled"})
+CHECKPOINT_EVENT_TYPE = "dev.taskstream.checkpoint"
 
 
 # --- errors ------------------------------------------------------------------------------------
@@ -97,6 +98,11 @@ class _Params(types.RequestParams):
 
 
 class _Request(types.Request[_Params, str]):
+    """A ``tasks/*`` request. Each names its task in ``params.taskId``, which ``mcp`` 2.x sends
+    as the ``Mcp-Name`` header that Streamable HTTP asks of ``tasks/*`` requests (2026-07-28);
+    ``mcp`` 1.x has no such header and ignores the attribute."""
+
+    name_param: ClassVar[str | None] = "taskId"
     method: str
     params: _Params
 
@@ -193,7 +199,7 @@ async def tap_task_events(
         async with send:
             async for item in read_stream:
                 if isinstance(item, SessionMessage):
-                    root = item.message.root
+                    root = jsonrpc_message(item.message)
                     if isinstance(root, types.JSONRPCNotification) and root.method == TASK_EVENT_METHOD:
                         router.dispatch(dict(root.params or {}))
                         continue
@@ -262,6 +268,24 @@ async def cancel_task(session: ClientSession, task_id: str) -> dict[str, Any]:
 
 
 @dataclass
+class Gap:
+    """A lost range of seqs, both ends included, accepted under ``on_events_gone="recover"``."""
+
+    first: int
+    last: int
+    why: str
+
+
+@dataclass
+class Checkpoint:
+    """A checkpoint event's payload (type ``dev.taskstream.checkpoint``): the task's state after
+    every event up to and including ``covers_through``, as the task's tool defines it."""
+
+    covers_through: int
+    state: dict[str, Any]
+
+
+@dataclass
 class TaskEvent:
     """One task event: the params of a ``notifications/tasks/event``. ``payload`` is untrusted
     data from the task: never execute it; sanitise what you render."""
@@ -271,15 +295,28 @@ class TaskEvent:
     type: str
     payload: dict[str, Any]
     meta: dict[str, Any] | None = None
+    after_gap: Gap | None = None
+    """Set on the first event after a gap (``on_events_gone="recover"``): the range lost
+    before it, which the host never saw."""
 
+    @property
+    def checkpoint(self) -> Checkpoint | None:
+        """This event as a checkpoint: its type is ``dev.taskstream.checkpoint`` and its payload
+        ``{"coversThrough": SEQ, "state": OBJECT}``; None for any other event."""
+        if self.type != CHECKPOINT_EVENT_TYPE:
+            return None
+        covers = self.payload.get("coversThrough")
+        state = self.payload.get("state")
+        if type(covers) is not int or covers < 0 or not isinstance(state, dict):
+            return None
+        return Checkpoint(covers, state)
 
-@dataclass
-class Gap:
-    """A lost range of seqs, both ends included, accepted under ``on_events_gone="recover"``."""
-
-    first: int
-    last: int
-    why: str
+    @property
+    def from_checkpoint(self) -> bool:
+        """Whether the follow started (or restarted, after a gap) from this checkpoint: the host
+        replaces its state with ``checkpoint.state``, which covers the lost range ``after_gap``,
+        and the events after it follow."""
+        return self.after_gap is not None and self.checkpoint is not None
 
 
 @dataclass
@@ -292,6 +329,8 @@ class FollowStats:
     gone_recoveries: int = 0
     afters: list[int | None] = field(default_factory=list)
     """The ``after`` of every ``tasks/stream`` opened, in order."""
+    checkpoint_starts: list[int] = field(default_factory=list)
+    """The seqs of the checkpoints the follow started from after a gap."""
 
 
 @dataclass
@@ -327,12 +366,18 @@ class _Stream:
         self._session = conn.session
         self._send, self._receive = anyio.create_memory_object_stream[Any](math.inf)
         self._scope = anyio.CancelScope()
+        self._ran = anyio.Event()
         self._request_id: Any = None
-        self._listening = True
+        # A stream of this task left open on this connection may still send events: none is
+        # taken until the barrier in _run has passed them.
+        barrier = conn.events.take_left_open(follow.task_id)
+        self._listening = not barrier
         self._events = conn.events
         try:
             self._unlisten = conn.events.listen(follow.task_id, self._deliver)
         except (RuntimeError, anyio.ClosedResourceError) as e:
+            if barrier:
+                conn.events.left_open(follow.task_id)  # still owed to the next stream
             self._unlisten = lambda: None
             self.done = True
             self._send.send_nowait(_End(error=e))
@@ -340,7 +385,6 @@ class _Stream:
         params: dict[str, Any] = {"taskId": follow.task_id}
         if after is not None:
             params["after"] = after
-        barrier = conn.events.take_left_open(follow.task_id)
         follow._tg.start_soon(self._run, params, barrier)
 
     async def _run(self, params: dict[str, Any], barrier: bool) -> None:
@@ -349,17 +393,18 @@ class _Stream:
                 if barrier:
                     # A stream of this task was cancelled on this connection: the answer to a
                     # request (tasks/get, valid in both eras, unlike ping) comes after every
-                    # event that stream sent, which are dropped as stragglers, before the new
-                    # stream is opened.
-                    self._listening = False
+                    # event that stream sent, which are dropped as stragglers (the stream does
+                    # not listen until then), before the new stream is opened.
                     await self._session.send_request(_request("tasks/get", taskId=params["taskId"]), _AnyResult)
                     self._listening = True
                 # The id send_request is about to use, for notifications/cancelled.
-                self._request_id = self._session._request_id
+                self._request_id = next_request_id(self._session)
                 result = await self._session.send_request(_request("tasks/stream", **params), _AnyResult)
                 self._end(_End(result=result))
             except Exception as e:  # every failure ends the stream; the follow decides
                 self._end(_End(error=e))
+            finally:
+                self._ran.set()
 
     def _deliver(self, params: dict[str, Any]) -> None:
         if params is _CONNECTION_ENDED:
@@ -390,6 +435,10 @@ class _Stream:
             self.done = True
             self._scope.cancel()
             self._events.left_open(self._follow.task_id)
+            # mcp 2.x writes notifications/cancelled itself as the request is abandoned: wait
+            # for that, so that it goes out before any later request on the connection.
+            with anyio.move_on_after(5, shield=True):
+                await self._ran.wait()
             if self._request_id is not None:
                 with anyio.move_on_after(5, shield=True):
                     try:
@@ -444,6 +493,7 @@ class TaskFollow:
         self.cursor: int | None = None
         """The last processed (committed) seq."""
         self.gaps: list[Gap] = []
+        self._pending_gap: Gap | None = None
         self.stats = FollowStats()
         self.outcome: FollowOutcome | None = None
         self._cancelled = anyio.Event()
@@ -533,7 +583,11 @@ class TaskFollow:
                         type=item.get("type", ""),
                         payload=item.get("payload") or {},
                         meta=item.get("_meta"),
+                        after_gap=self._pending_gap,
                     )
+                    self._pending_gap = None
+                    if event.from_checkpoint:
+                        self.stats.checkpoint_starts.append(event.seq)
                     yield event
                     # The host's handler returned (it asked for the next event): commit.
                     await save_cursor(self.cursors, self.task_id, event.seq)
@@ -643,6 +697,7 @@ class TaskFollow:
     def _gap(self, first: int, last: int, why: str) -> None:
         gap = Gap(first, last, why)
         self.gaps.append(gap)
+        self._pending_gap = gap
         if self._on_gap is not None:
             self._on_gap(gap)
 

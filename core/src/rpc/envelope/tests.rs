@@ -13,6 +13,31 @@ fn check(line: &[u8], expected: Result<Message<'_>, ParseError>) {
     let mut scratch = [0u8; MAX_METHOD_BYTES];
     let got = parse(line, &mut scratch);
     assert_eq!(got, expected, "{:?}", String::from_utf8_lossy(line));
+    // The raw parse answers the same: the same kind of message with the same id, or an error
+    // with the same code, id and answer-or-not.
+    let mut scratch = [0u8; MAX_METHOD_BYTES];
+    let raw = parse_raw(line, &mut scratch);
+    match (&raw, &expected) {
+        (Ok(RawMessage::Request { id, method, params }), Ok(Message::Request(r))) => {
+            assert_eq!(id.decode().as_ref(), Some(&r.id));
+            assert_eq!((*method, *params), (r.method, r.params));
+        }
+        (Ok(RawMessage::Notification(n)), Ok(Message::Notification(m))) => assert_eq!(n, m),
+        (Ok(RawMessage::Response { id, outcome }), Ok(Message::Response(r))) => {
+            assert_eq!(id.and_then(RawId::decode), r.id);
+            assert_eq!(*outcome, r.outcome);
+        }
+        (Err(raw), Err(e)) => {
+            assert_eq!(raw.code(), e.code());
+            assert_eq!(raw.id().and_then(RawId::decode).as_ref(), e.id());
+            assert_eq!(raw.is_answered(), e.is_answered());
+            assert_eq!(&ParseError::from(*raw), e);
+        }
+        _ => panic!(
+            "parse_raw gave {raw:?} for {:?}",
+            String::from_utf8_lossy(line)
+        ),
+    }
 }
 
 #[allow(clippy::result_large_err)]

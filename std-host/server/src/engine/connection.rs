@@ -138,7 +138,7 @@ impl Connection {
     /// longer than `--max-message-bytes` is answered as
     /// [`handle_overlong_line`](Self::handle_overlong_line) would.
     pub fn handle_line(&mut self, line: &[u8]) {
-        if line.len() > self.shared.config.max_message_bytes {
+        if line.len() > self.shared.process.config.max_message_bytes {
             return self.handle_overlong_line();
         }
         self.shared.handle_line(&mut self.session, line);
@@ -172,7 +172,7 @@ impl Connection {
             // Stop the tasks' threads first, so the delivery thread has nothing left to wait for.
             process.shut_down();
         }
-        shared.store.changes().notify();
+        shared.process.store.changes().notify();
         // The delivery thread finishes its batch and stops; a batch stuck on a reader that no
         // longer reads is not waited for.
         if let Some(delivery) = self.delivery.take() {

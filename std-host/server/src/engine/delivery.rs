@@ -76,18 +76,18 @@ pub(crate) fn run(shared: &Arc<ConnectionState>) {
     loop {
         // The epoch is read before the shutdown flag: shutdown sets the flag, then moves the
         // epoch, so either the flag is seen here or the wait below returns at once.
-        let epoch = shared.store.changes().epoch();
+        let epoch = shared.process.store.changes().epoch();
         if shared.shutdown.load(Ordering::Relaxed) || shared.out.is_broken() {
             return;
         }
-        if shared.store.has_failed() {
+        if shared.process.store.has_failed() {
             return storage_failed(shared);
         }
         let busy = pump(shared, &mut buf);
         announce(shared);
         if !busy {
             let idle_from = Instant::now();
-            shared.store.changes().wait_past(epoch, IDLE);
+            shared.process.store.changes().wait_past(epoch, IDLE);
             if idle_from.elapsed() < LINGER {
                 std::thread::sleep(LINGER);
             }
@@ -113,7 +113,7 @@ fn pump(shared: &ConnectionState, buf: &mut Vec<u8>) -> bool {
         let step = streams.table.poll(|task| {
             *cache
                 .entry(task)
-                .or_insert_with(|| progress_now(&*shared.store, &format_task_id(task)))
+                .or_insert_with(|| progress_now(&*shared.process.store, &format_task_id(task)))
         });
         let Some(step) = step else { break };
         written += 1;
@@ -130,9 +130,11 @@ fn pump(shared: &ConnectionState, buf: &mut Vec<u8>) -> bool {
                     // One range read for the frames this stream may still get in this batch.
                     queue.clear();
                     let want = (BATCH + 1 - written).min(read_ahead);
-                    let read = shared
-                        .store
-                        .read_raw_from(&meta.task_id, seq, want, &mut |e| queue.push_back(e));
+                    let read =
+                        shared
+                            .process
+                            .store
+                            .read_raw_from(&meta.task_id, seq, want, &mut |e| queue.push_back(e));
                     if let Err(e) = read {
                         log!(Error, "reading events of task {}: {e}", meta.task_id);
                     }
@@ -150,7 +152,7 @@ fn pump(shared: &ConnectionState, buf: &mut Vec<u8>) -> bool {
                 }
                 // The read missed it (retention dropped it since the snapshot, or storage
                 // failed): the table says how the stream ends, never with a skip (RS-07).
-                let now = progress_now(&*shared.store, &meta.task_id);
+                let now = progress_now(&*shared.process.store, &meta.task_id);
                 if let Some(end) = streams.table.missed(task, seq, now) {
                     let (Missed::Gone { meta, .. }
                     | Missed::Complete { meta, .. }
@@ -203,7 +205,7 @@ pub(crate) fn announce(shared: &ConnectionState) {
     };
     let legacy = shared.legacy.load(Ordering::Relaxed);
     for task in finished {
-        let Some(view) = shared.store.task(&format_task_id(task)) else {
+        let Some(view) = shared.process.store.task(&format_task_id(task)) else {
             continue;
         };
         if legacy {
@@ -222,12 +224,12 @@ pub(crate) fn announce(shared: &ConnectionState) {
 impl ConnectionState {
     /// Task `key` of `principal` ended: queue what this connection owes for it.
     pub(crate) fn task_finished(&self, key: u128, principal: &str) {
-        if principal != self.config.principal || self.shutdown.load(Ordering::Relaxed) {
+        if principal != self.principal || self.shutdown.load(Ordering::Relaxed) {
             return;
         }
         self.pending().finished.push(key);
         if self.threaded {
-            self.store.changes().notify();
+            self.process.store.changes().notify();
         } else {
             announce(self);
         }
@@ -237,7 +239,7 @@ impl ConnectionState {
     /// ended through another replica (no task thread here announces them) are announced now.
     /// Called whenever the store's signal moves.
     pub(crate) fn check_remote_ends(&self) {
-        if !self.store.is_shared() || self.shutdown.load(Ordering::Relaxed) {
+        if !self.process.store.is_shared() || self.shutdown.load(Ordering::Relaxed) {
             return;
         }
         let waiting: Vec<u128> = {
@@ -253,11 +255,12 @@ impl ConnectionState {
         };
         for key in waiting {
             let ended = self
+                .process
                 .store
                 .task(&format_task_id(key))
                 .is_none_or(|v| v.record.status.is_terminal());
             if ended {
-                let principal = self.config.principal.clone();
+                let principal = self.principal.clone();
                 self.task_finished(key, &principal);
             }
         }
@@ -266,7 +269,7 @@ impl ConnectionState {
 
 impl Peer for ConnectionState {
     fn principal(&self) -> &str {
-        &self.config.principal
+        &self.principal
     }
 
     fn task_finished(&self, key: u128, principal: &str) {

@@ -92,7 +92,7 @@ impl ConnectionState {
             Ok(era) => era,
             Err(e) => return self.out.send(&e.line(Some(id))),
         };
-        if self.store.has_failed() && method != "ping" {
+        if self.process.store.has_failed() && method != "ping" {
             // Fail-stop: no new work, and no answer from a store that can no longer record.
             let e = ServerError::Internal(wire::STORAGE_FAILED.into());
             return self.reply(id, era, Err(e));
@@ -185,20 +185,20 @@ impl ConnectionState {
     /// Refuses new work when this principal runs `--max-running-tasks` tasks and this
     /// connection's plain calls, or the process runs `--max-total-running-tasks`.
     fn refuse_over_running_limit(&self) -> Result<(), ServerError> {
-        let (mine, all) = self.process.running(&self.config.principal);
+        let (mine, all) = self.process.running(&self.principal);
         let plain = self.plain.len();
-        let refused = mine + plain >= self.config.max_running_tasks
-            || all + plain >= self.config.max_total_running_tasks;
+        let refused = mine + plain >= self.process.config.max_running_tasks
+            || all + plain >= self.process.config.max_total_running_tasks;
         if refused {
             metrics::METRICS.refused(metrics::Limit::Tasks);
         }
-        if mine + plain >= self.config.max_running_tasks {
+        if mine + plain >= self.process.config.max_running_tasks {
             Err(ServerError::Limit {
                 reason: Reason::TaskLimit,
                 what: "too many tasks running for this principal, with this connection's \
                        plain tool calls (--max-running-tasks); retry when one has ended",
             })
-        } else if all + plain >= self.config.max_total_running_tasks {
+        } else if all + plain >= self.process.config.max_total_running_tasks {
             Err(ServerError::Limit {
                 reason: Reason::TaskLimit,
                 what: "too many tasks running in this server (--max-total-running-tasks); \

@@ -130,7 +130,7 @@ impl Sink for PlainSink<'_> {
         }
         EventType::new(event_type).map_err(|e| ToolError::Failed(e.to_string()))?;
         let p = Payload::new(payload).map_err(|e| ToolError::Failed(e.to_string()))?;
-        let limit = self.shared.config.retention.max_payload_bytes;
+        let limit = self.shared.process.config.retention.max_payload_bytes;
         if p.compact_len() > limit as usize {
             return Err(ToolError::Failed(format!(
                 "an event payload of {} bytes exceeds the limit of {limit}",

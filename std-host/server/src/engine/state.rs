@@ -13,7 +13,6 @@ use taskstream_core::RequestId;
 
 use super::streams::Streams;
 use crate::cancel::CancelToken;
-use crate::config::ServeConfig;
 use crate::guard::FailedLookups;
 use crate::io::Output;
 use crate::log::log;
@@ -21,7 +20,6 @@ use crate::metrics;
 use crate::process::Process;
 use crate::wire::era::{dress, Era};
 use crate::wire::{self, ServerError};
-use taskstream_store::TaskStore;
 
 /// One connection's state, shared by its reader, its delivery (a thread on stdio; the HTTP
 /// adapter's tasks otherwise) and its plain calls. What it holds lives as long as one of three
@@ -29,8 +27,8 @@ use taskstream_store::TaskStore;
 ///
 /// | lives as long as | fields |
 /// | --- | --- |
-/// | the process | `process` (the store, tasks, the sweep, the tools), `store` and `server_info` (handles to the process's) |
-/// | the connection | `config` (the process's, with this connection's principal), `out`, `plain`, `pending`, `legacy`, `failures` (or the principal's, on HTTP), `shutdown`, `threaded`, `exit_on_storage_failure` |
+/// | the process | `process`: the store, the configuration, the tools, the tasks, the sweep (read through it, never copied) |
+/// | the connection | `principal`, `out`, `plain`, `pending`, `legacy`, `failures` (or the principal's, on HTTP), `shutdown`, `threaded`, `exit_on_storage_failure` |
 /// | each stream | its entry in `streams` ([`Streams`]: the core's table, one entry per open stream) |
 ///
 /// Nothing here reaches for anything outside it: the process is handed in at
@@ -38,16 +36,12 @@ use taskstream_store::TaskStore;
 /// [`Peer`](crate::process::Peer).
 pub(crate) struct ConnectionState {
     // Lives as long as the process.
-    /// The process this connection serves: its store, tasks, tools and sweep.
+    /// The process this connection serves: its store, configuration, tools, tasks and sweep.
     pub(crate) process: Arc<Process>,
-    /// The process's store (a handle).
-    pub(crate) store: Arc<dyn TaskStore>,
-    /// The process's `serverInfo`.
-    pub(crate) server_info: Value,
 
     // Lives as long as the connection.
-    /// The process's configuration with this connection's principal.
-    pub(crate) config: ServeConfig,
+    /// The principal this connection acts as (the process's, or the HTTP request's).
+    pub(crate) principal: String,
     /// Where every line to the client goes.
     pub(crate) out: Output,
     /// Plain `tools/call`s in flight.
@@ -81,19 +75,15 @@ impl ConnectionState {
         threaded: bool,
         max_streams: usize,
     ) -> ConnectionState {
-        let mut config = process.config.clone();
-        config.principal = principal.to_owned();
         ConnectionState {
             process: Arc::clone(process),
             streams: Mutex::new(Streams::new(max_streams)),
             failures: failures.unwrap_or_else(|| {
                 Arc::new(Mutex::new(FailedLookups::new(
-                    config.max_failed_lookups_per_minute,
+                    process.config.max_failed_lookups_per_minute,
                 )))
             }),
-            store: Arc::clone(&process.store),
-            server_info: process.server_info.clone(),
-            config,
+            principal: principal.to_owned(),
             out: output,
             plain: InFlight::default(),
             pending: Mutex::new(OwedAnswers::default()),
@@ -115,7 +105,7 @@ impl ConnectionState {
     /// Writes the answer to request `id`, dressed for `era`.
     pub(crate) fn reply(&self, id: &RequestId, era: Era, result: Result<Value, ServerError>) {
         let line = match result {
-            Ok(v) => wire::response(id, &dress(era, v, &self.server_info)),
+            Ok(v) => wire::response(id, &dress(era, v, &self.process.server_info)),
             Err(e) => e.line(Some(id)),
         };
         self.out.send(&line);
@@ -143,7 +133,7 @@ impl ConnectionState {
                         Warn,
                         "more than {} failed task lookups in a minute (unknown tasks or bad \
                          cursors): refusing failed lookups for a while",
-                        self.config.max_failed_lookups_per_minute
+                        self.process.config.max_failed_lookups_per_minute
                     );
                 }
                 Err(e)
@@ -162,7 +152,7 @@ impl ConnectionState {
         self.shutdown.store(true, Ordering::Relaxed);
         self.plain.stop_all();
         self.pending().waiters.clear();
-        self.store.changes().notify();
+        self.process.store.changes().notify();
     }
 
     /// Whether a request may be asked of this client: a live 2025 session on stdio or the

@@ -96,7 +96,7 @@ impl ConnectionState {
             Opened::Streaming => {
                 drop(streams);
                 // Wake the delivery thread for the replay.
-                self.store.changes().notify();
+                self.process.store.changes().notify();
             }
         }
         Ok(())

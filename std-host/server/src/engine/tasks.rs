@@ -55,8 +55,8 @@ impl ConnectionState {
     /// The task `task_id` as this connection's principal may see it.
     pub(crate) fn visible_task(&self, task_id: &str) -> Option<(u128, TaskView)> {
         let key = parse_task_id(task_id)?;
-        let view = self.store.task(task_id)?;
-        (view.record.principal == self.config.principal).then_some((key, view))
+        let view = self.process.store.task(task_id)?;
+        (view.record.principal == self.principal).then_some((key, view))
     }
 
     fn task_param(&self, params: &Map<String, Value>) -> Result<(u128, TaskView), ServerError> {
@@ -65,11 +65,11 @@ impl ConnectionState {
             .and_then(Value::as_str)
             .ok_or_else(|| ServerError::InvalidParams("taskId must be a string".into()))?;
         let key = parse_task_id(id).ok_or(ServerError::UNKNOWN_TASK)?;
-        let view = self.store.lookup(id).map_err(|e| {
+        let view = self.process.store.lookup(id).map_err(|e| {
             log!(Error, "reading task {id}: {e}");
             ServerError::Internal(STORE_UNAVAILABLE.into())
         })?;
-        view.filter(|v| v.record.principal == self.config.principal)
+        view.filter(|v| v.record.principal == self.principal)
             .map(|v| (key, v))
             .ok_or(ServerError::UNKNOWN_TASK)
     }
@@ -93,10 +93,10 @@ impl ConnectionState {
             let key = new_task_id()?;
             let task_id = format_task_id(key);
             let now = clock::now();
-            let retention_ms = self.config.retention.terminal_retention.0;
+            let retention_ms = self.process.config.retention.terminal_retention.0;
             let record = TaskRecord {
                 task_id: task_id.clone(),
-                principal: self.config.principal.clone(),
+                principal: self.principal.clone(),
                 tool: tool.to_owned(),
                 status: TaskStatus::Working,
                 status_message: None,
@@ -107,11 +107,12 @@ impl ConnectionState {
                 result: None,
                 error: None,
             };
-            self.store.create_task(record, now).map_err(|e| {
+            self.process.store.create_task(record, now).map_err(|e| {
                 log!(Error, "cannot create a task: {e:?}");
                 ServerError::Internal(format!("cannot create the task: {}", refusal(&e)))
             })?;
             let view = self
+                .process
                 .store
                 .task(&task_id)
                 .ok_or_else(|| ServerError::Internal("the new task vanished".into()))?;
@@ -121,7 +122,7 @@ impl ConnectionState {
             Ok(v) => v,
             Err(e) => return self.reply(id, era, Err(e)),
         };
-        let token = self.process.add_runner(key, &self.config.principal);
+        let token = self.process.add_runner(key, &self.principal);
         let result = match codec {
             Codec::Legacy => json!({ "task": task_json(&view, codec) }),
             Codec::Modern => {
@@ -137,7 +138,7 @@ impl ConnectionState {
         self.process.spawn_task(
             key,
             view.record.task_id,
-            self.config.principal.clone(),
+            self.principal.clone(),
             workload,
             token,
             codec,
@@ -206,7 +207,7 @@ impl ConnectionState {
         } else {
             self.process.stop_runner(key);
             let error = ServerError::Internal("the task was cancelled".into()).to_json();
-            match self.store.finish(
+            match self.process.store.finish(
                 &task_id,
                 TaskStatus::Cancelled,
                 Some("cancelled by the client".into()),
@@ -230,13 +231,17 @@ impl ConnectionState {
         };
         if ended {
             log!(Info, "task {task_id} cancelled");
-            self.process.announce(key, &self.config.principal);
+            self.process.announce(key, &self.principal);
         }
         match codec {
             Codec::Modern => Ok(json!({})),
             Codec::Legacy if !ended => Err(ServerError::TaskTerminal),
             Codec::Legacy => {
-                let view = self.store.task(&task_id).ok_or(ServerError::UNKNOWN_TASK)?;
+                let view = self
+                    .process
+                    .store
+                    .task(&task_id)
+                    .ok_or(ServerError::UNKNOWN_TASK)?;
                 Ok(task_json(&view, codec))
             }
         }
@@ -280,13 +285,13 @@ impl ConnectionState {
             Some(Value::String(c)) => Some(parse_cursor(c).ok_or(ServerError::InvalidCursor)?),
             Some(_) => return Err(ServerError::InvalidCursor),
         };
-        let all = self.store.list().map_err(|e| {
+        let all = self.process.store.list().map_err(|e| {
             log!(Error, "listing tasks: {e}");
             ServerError::Internal(STORE_UNAVAILABLE.into())
         })?;
         let mine: Vec<TaskView> = all
             .into_iter()
-            .filter(|v| v.record.principal == self.config.principal)
+            .filter(|v| v.record.principal == self.principal)
             .filter(|v| after.as_ref().is_none_or(|a| list_key(v) > *a))
             .collect();
         let page: Vec<Value> = mine
@@ -318,7 +323,7 @@ impl ConnectionState {
         let mut pending = self.pending();
         let (key, view) = self.task_param(params)?;
         if !view.record.status.is_terminal() {
-            if pending.waiters.len() >= self.config.max_running_tasks {
+            if pending.waiters.len() >= self.process.config.max_running_tasks {
                 crate::metrics::METRICS.refused(crate::metrics::Limit::Waiters);
                 return Err(ServerError::Limit {
                     reason: Reason::WaiterLimit,

@@ -190,7 +190,7 @@ pub fn serve_http(process: Arc<Process>, http: &HttpConfig) -> Result<(), ServeE
         let app = axum::Router::new()
             .fallback(ops::serve)
             .with_state(Arc::clone(&server));
-        let signal = shutdown_signal()?;
+        let signal = crate::signal::shutdown_signal()?;
         log!(Info, "listening on http://{local}/mcp");
         let stopping = Arc::new(tokio::sync::Notify::new());
         let stop_watcher = {
@@ -239,23 +239,6 @@ pub fn serve_http(process: Arc<Process>, http: &HttpConfig) -> Result<(), ServeE
         std::process::exit(crate::wire::EXIT_STORAGE_FAILED);
     }
     result
-}
-
-/// SIGTERM or SIGINT. The handlers are installed when this is called (not when the future is
-/// first polled), so a signal right after the listening line is not lost.
-pub(super) fn shutdown_signal() -> Result<impl std::future::Future<Output = ()>, ServeError> {
-    use tokio::signal::unix::{signal, SignalKind};
-    let install = |kind| {
-        signal(kind).map_err(|e| ServeError::Http(format!("installing a signal handler: {e}")))
-    };
-    let mut term = install(SignalKind::terminate())?;
-    let mut int = install(SignalKind::interrupt())?;
-    Ok(async move {
-        tokio::select! {
-            _ = term.recv() => {}
-            _ = int.recv() => {}
-        }
-    })
 }
 
 /// A plain HTTP error with a JSON-RPC error body.

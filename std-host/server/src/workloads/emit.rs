@@ -1,6 +1,8 @@
 //! The `emit` tool (docs/interface.md): exactly `count` events of type `dev.taskstream.tick` with
 //! payload `{"i": <0-based index>, "data": <payload_bytes characters>}`, `interval_ms` apart;
-//! with `fail_at = k` the work fails right after event `k` (so `k + 1` ticks are emitted).
+//! with `fail_at = k` the work fails right after event `k` (so `k + 1` ticks are emitted);
+//! with `checkpoint_every = n` a `dev.taskstream.checkpoint` `{"coversThrough": SEQ, "state":
+//! {"ticks": <ticks so far>}}` follows every `n`-th tick.
 
 use std::time::{Duration, Instant};
 
@@ -8,6 +10,7 @@ use serde_json::{json, Map, Value};
 
 use super::{int, schema};
 use crate::tool::{Step, Steps, TaskContext, Tool, ToolError, ToolResult};
+use taskstream_core::CHECKPOINT_EVENT_TYPE;
 
 /// The event type of each tick.
 pub(crate) const TICK_TYPE: &str = "dev.taskstream.tick";
@@ -23,6 +26,8 @@ pub(crate) struct Emit {
     pub(crate) payload_bytes: u64,
     /// Fail right after the tick with this index.
     pub(crate) fail_at: Option<u64>,
+    /// Append a checkpoint after every this many ticks.
+    pub(crate) checkpoint_every: Option<u64>,
 }
 
 /// The `emit` tool.
@@ -45,6 +50,11 @@ pub(crate) fn tool(max_payload_bytes: u64) -> Tool {
                 "type": "integer", "minimum": 0,
                 "description": "fail right after the event with this 0-based index",
             },
+            "checkpoint_every": {
+                "type": "integer", "minimum": 1,
+                "description": "after every N ticks, append a dev.taskstream.checkpoint event \
+                                {\"coversThrough\": seq, \"state\": {\"ticks\": ticks so far}}",
+            },
         }),
         &["count"],
     );
@@ -52,7 +62,9 @@ pub(crate) fn tool(max_payload_bytes: u64) -> Tool {
         "emit",
         "Emits `count` dev.taskstream.tick events with payload \
          {\"i\": index, \"data\": string of payload_bytes characters}, interval_ms apart; \
-         fails right after event fail_at if given. Runs as a task when asked to.",
+         fails right after event fail_at if given; with checkpoint_every N, a \
+         dev.taskstream.checkpoint {\"coversThrough\", \"state\": {\"ticks\": n}} follows every \
+         N-th tick. Runs as a task when asked to.",
         input,
         |args| Box::new(Emit::from_args(args).steps()),
     )
@@ -68,7 +80,7 @@ pub(crate) fn tool(max_payload_bytes: u64) -> Tool {
         }
         Ok(())
     })
-    .expected_events(|args| Some(Emit::from_args(args).count))
+    .expected_events(|args| Some(Emit::from_args(args).total_events()))
 }
 
 impl Emit {
@@ -79,7 +91,13 @@ impl Emit {
             interval_ms: int(args, "interval_ms").unwrap_or(0),
             payload_bytes: int(args, "payload_bytes").unwrap_or(0),
             fail_at: int(args, "fail_at"),
+            checkpoint_every: int(args, "checkpoint_every").filter(|n| *n > 0),
         }
+    }
+
+    /// How many events the call emits when it does not fail: its ticks and checkpoints.
+    pub(crate) fn total_events(&self) -> u64 {
+        self.count + self.checkpoint_every.map_or(0, |n| self.count / n)
     }
 
     /// The compact size of the largest tick payload this call produces.
@@ -129,9 +147,21 @@ impl Steps for EmitSteps {
             let i = self.i;
             // Called back at the deadline asked for: the tick is due.
             let payload = format!(r#"{{"i":{i},"data":"{}"}}"#, self.data);
-            ctx.emit_json(TICK_TYPE, payload.as_bytes())?;
+            let seq = ctx.emit_json(TICK_TYPE, payload.as_bytes())?;
             self.i += 1;
             emitted += 1;
+            if self
+                .emit
+                .checkpoint_every
+                .is_some_and(|n| self.i.is_multiple_of(n))
+            {
+                // The state of a run of ticks is how many there were (CP-02).
+                let checkpoint = format!(
+                    r#"{{"coversThrough":{seq},"state":{{"ticks":{}}}}}"#,
+                    self.i
+                );
+                ctx.emit_json(CHECKPOINT_EVENT_TYPE, checkpoint.as_bytes())?;
+            }
             if self.emit.fail_at == Some(i) {
                 return Ok(Step::Done(ToolResult::error(format!(
                     "emit failed after event {i}"
@@ -171,6 +201,7 @@ mod tests {
             interval_ms: 5,
             payload_bytes,
             fail_at,
+            checkpoint_every: None,
         }
     }
 
@@ -231,5 +262,38 @@ mod tests {
             );
             assert_eq!(e.largest_payload(), last.len() as u64, "{count}");
         }
+    }
+
+    #[test]
+    fn checkpoint_every_follows_every_nth_tick_with_the_ticks_so_far() {
+        // CP-02
+        let mut sink = Recorder::default();
+        let e = Emit {
+            checkpoint_every: Some(2),
+            ..emit(5, 0, None)
+        };
+        assert_eq!(e.total_events(), 7);
+        run(&e, &mut sink).unwrap();
+        let types: Vec<&str> = sink.events.iter().map(|(t, _)| t.as_str()).collect();
+        assert_eq!(
+            types,
+            [
+                TICK_TYPE,
+                TICK_TYPE,
+                CHECKPOINT_EVENT_TYPE,
+                TICK_TYPE,
+                TICK_TYPE,
+                CHECKPOINT_EVENT_TYPE,
+                TICK_TYPE
+            ]
+        );
+        assert_eq!(
+            sink.events[2].1,
+            r#"{"coversThrough":1,"state":{"ticks":2}}"#
+        );
+        assert_eq!(
+            sink.events[5].1,
+            r#"{"coversThrough":4,"state":{"ticks":4}}"#
+        );
     }
 }

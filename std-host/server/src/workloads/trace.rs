@@ -6,6 +6,7 @@
 //! other line is `{"t_ms": <ms since start>, "type": "<vendor-prefixed>", "payload": {…}}` with
 //! non-decreasing `t_ms`. A trace that does not parse is left out (and logged once).
 
+use std::collections::BTreeMap;
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
@@ -13,6 +14,7 @@ use serde_json::{json, Value};
 
 use super::schema;
 use crate::tool::{Step, Steps, TaskContext, Tool, ToolError, ToolResult};
+use taskstream_core::CHECKPOINT_EVENT_TYPE;
 
 mod bundled {
     include!(concat!(env!("OUT_DIR"), "/traces.rs"));
@@ -161,6 +163,8 @@ pub(crate) struct Replay {
     pub(crate) trace: &'static Trace,
     /// Times real time (> 0).
     pub(crate) speed: f64,
+    /// Append a checkpoint after every this many trace events.
+    pub(crate) checkpoint_every: Option<u64>,
 }
 
 /// The `run_trace` tool.
@@ -176,13 +180,20 @@ pub(crate) fn tool() -> Tool {
                 "type": "number", "exclusiveMinimum": 0, "maximum": 100_000,
                 "description": "times real time (default 1)",
             },
+            "checkpoint_every": {
+                "type": "integer", "minimum": 1,
+                "description": "after every N trace events, append a dev.taskstream.checkpoint \
+                                whose state is {\"events\": n, \"types\": {type: count}}",
+            },
         }),
         &["name"],
     );
     Tool::stepped(
         "run_trace",
         "Replays a bundled trace (partial content, tool calls and results, a subtask, an \
-         artifact) as task events at `speed` times real time.",
+         artifact) as task events at `speed` times real time; with checkpoint_every N, a \
+         dev.taskstream.checkpoint {\"events\": n, \"types\": {type: count}} follows every \
+         N-th event.",
         input,
         |args| -> Box<dyn Steps> {
             match Replay::from_args(args) {
@@ -202,14 +213,20 @@ impl Replay {
     pub(crate) fn from_args(args: &serde_json::Map<String, Value>) -> Option<Replay> {
         let name = args.get("name").and_then(Value::as_str)?;
         let speed = args.get("speed").and_then(Value::as_f64).unwrap_or(1.0);
+        let checkpoint_every = args
+            .get("checkpoint_every")
+            .and_then(Value::as_u64)
+            .filter(|n| *n > 0);
         Some(Replay {
             trace: find(name)?,
             speed,
+            checkpoint_every,
         })
     }
 
     pub(crate) fn total_events(&self) -> u64 {
-        self.trace.events.len() as u64
+        let n = self.trace.events.len() as u64;
+        n + self.checkpoint_every.map_or(0, |k| n / k)
     }
 
     fn at(&self, start: Instant, t_ms: u64) -> Instant {
@@ -225,6 +242,7 @@ impl Replay {
             next: 0,
             start: None,
             waited: false,
+            types: BTreeMap::new(),
         }
     }
 
@@ -262,6 +280,8 @@ pub(crate) struct ReplaySteps {
     start: Option<Instant>,
     /// Whether this step is the wake-up asked for the next event (or end): it is due.
     waited: bool,
+    /// How many events of each type were emitted so far (the checkpoints' state).
+    types: BTreeMap<&'static str, u64>,
 }
 
 impl Steps for ReplaySteps {
@@ -281,8 +301,17 @@ impl Steps for ReplaySteps {
             let Some(e) = events.get(self.next) else {
                 return Ok(Step::Done(self.replay.result()));
             };
-            ctx.emit_json(&e.event_type, e.payload.as_bytes())?;
+            let seq = ctx.emit_json(&e.event_type, e.payload.as_bytes())?;
             self.next += 1;
+            if let Some(k) = self.replay.checkpoint_every {
+                *self.types.entry(e.event_type.as_str()).or_insert(0) += 1;
+                if (self.next as u64).is_multiple_of(k) {
+                    // A state any client can derive from the events themselves (CP-01).
+                    let state = json!({"events": self.next, "types": self.types});
+                    let payload = json!({"coversThrough": seq, "state": state}).to_string();
+                    ctx.emit_json(CHECKPOINT_EVENT_TYPE, payload.as_bytes())?;
+                }
+            }
         }
     }
 }
@@ -311,6 +340,7 @@ mod tests {
         let replay = Replay {
             trace: leaked,
             speed: 1000.0,
+            checkpoint_every: None,
         };
         let mut sink = Recorder::default();
         let out = replay
@@ -343,5 +373,41 @@ mod tests {
     #[test]
     fn every_bundled_trace_parses() {
         assert_eq!(bundled().len(), bundled::BUNDLED.len());
+    }
+
+    #[test]
+    fn checkpoint_every_appends_the_counts_so_far() {
+        // CP-01: the state is what the events before it add up to.
+        let t = parse("t", SAMPLE).map_err(|e| e.what);
+        let Ok(t) = t else { panic!("{t:?}") };
+        let leaked: &'static Trace = Box::leak(Box::new(t));
+        let replay = Replay {
+            trace: leaked,
+            speed: 1000.0,
+            checkpoint_every: Some(1),
+        };
+        assert_eq!(replay.total_events(), 4);
+        let mut sink = Recorder::default();
+        let _ = replay.run(&mut TaskContext::new(&mut sink));
+        let got: Vec<(&str, &str)> = sink
+            .events
+            .iter()
+            .map(|(t, p)| (t.as_str(), p.as_str()))
+            .collect();
+        assert_eq!(
+            got,
+            [
+                ("dev.taskstream.a.b", r#"{"x":1}"#),
+                (
+                    CHECKPOINT_EVENT_TYPE,
+                    r#"{"coversThrough":0,"state":{"events":1,"types":{"dev.taskstream.a.b":1}}}"#
+                ),
+                ("dev.taskstream.c.d", "{}"),
+                (
+                    CHECKPOINT_EVENT_TYPE,
+                    r#"{"coversThrough":2,"state":{"events":2,"types":{"dev.taskstream.a.b":1,"dev.taskstream.c.d":1}}}"#
+                ),
+            ]
+        );
     }
 }

@@ -1,4 +1,4 @@
-//! The demo's steps (3, 5 and 6 in their own files). Each step prints what it does as it happens and records checks that
+//! The demo's steps (3, 5, 6 and 7 in their own files). Each step prints what it does as it happens and records checks that
 //! compare what the server did with what SEP-2694 and docs/interface.md promise; a check passes only
 //! if the comparison holds, so a server that broke the rule would make it fail.
 
@@ -24,6 +24,7 @@ const SMALL_RETENTION: u64 = 5;
 
 pub(super) type Res<T> = Result<T, String>;
 
+mod checkpoint;
 mod reconnect;
 mod restart;
 mod retention;
@@ -124,7 +125,7 @@ impl Demo {
     /// Runs every step, stopping at the first that cannot go on; then the verdict step.
     pub(crate) fn run(&mut self) {
         type StepFn = fn(&mut Demo) -> Res<()>;
-        let steps: [(&str, StepFn); 6] = [
+        let steps: [(&str, StepFn); 7] = [
             (
                 "start one long-lived HTTP server and connect (modern era)",
                 Demo::step_start,
@@ -143,6 +144,10 @@ impl Demo {
                 Demo::step_resume,
             ),
             ("small retention: events_gone and recovery", Demo::step_gone),
+            (
+                "checkpoints: a late joiner starts from the state",
+                Demo::step_checkpoint,
+            ),
         ];
         for (i, (title, f)) in steps.iter().enumerate() {
             let n = i + 1;

@@ -117,9 +117,10 @@ impl Engine {
 
         let size = (event_type.len() + compact.len()) as u64;
         let finishing = matches!(op, Op::Finish { .. });
+        let from_checkpoint = matches!(op, Op::Append) && self.retention.drops_before(event_type);
         let slot = self.slot(task_id).ok_or(AppendError::UnknownTask)?;
         let _append = lock(&slot.append);
-        let (seq, earliest, new_record, sizes_front, old_record_bytes) = {
+        let (seq, earliest, new_record, sizes_front, old_record_bytes, published_bytes) = {
             let st = lock(&slot.state);
             // Only a creation may (and must) find the task not yet visible.
             let must_be_visible = !matches!(op, Op::Create);
@@ -153,7 +154,14 @@ impl Engine {
             for (f, size) in front.iter_mut().zip(&st.sizes) {
                 *f = *size;
             }
-            (head, head_earliest, new_record, front, st.record_bytes)
+            (
+                head,
+                head_earliest,
+                new_record,
+                front,
+                st.record_bytes,
+                st.bytes,
+            )
         };
         let next = seq
             .next()
@@ -172,14 +180,27 @@ impl Engine {
         } else {
             earliest
         };
-        // One append pushes out at most the one or two events beyond the count limit.
+        // Retention from a checkpoint (CP-03): the checkpoint itself becomes the floor, and
+        // the same truncation record as the count limit's drops everything before it.
+        let floor = if from_checkpoint {
+            floor.max(seq)
+        } else {
+            floor
+        };
+        // One append pushes out at most the one or two events beyond the count limit; a
+        // checkpoint pushes out every published event (an estimate while appends are
+        // pending, settled at publication).
         let pushed_out = usize::try_from(floor.distance_from(earliest)).unwrap_or(usize::MAX);
-        let events_freed: u64 = sizes_front
-            .iter()
-            .take(pushed_out)
-            .copied()
-            .map(u64::from)
-            .sum();
+        let events_freed: u64 = if from_checkpoint {
+            published_bytes
+        } else {
+            sizes_front
+                .iter()
+                .take(pushed_out)
+                .copied()
+                .map(u64::from)
+                .sum()
+        };
         // A creation or an end (re)writes the task's record, which the budget counts too.
         let new_record_bytes = state
             .as_ref()

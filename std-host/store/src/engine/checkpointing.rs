@@ -199,10 +199,14 @@ impl Engine {
             self.drain_locked()?;
             self.apply_locked()?;
             let end = wal.rotate()?;
-            let replayed =
-                wal::read_range(wal.dir(), lsn, end, StoreError::Corrupt, |rec, raw, lsn| {
-                    new.replay_rebuilt(rec, raw, lsn)
-                })?;
+            let replayed = wal::read_range(
+                wal.storage(),
+                wal.dir(),
+                lsn,
+                end,
+                StoreError::Corrupt,
+                |rec, raw, lsn| new.replay_rebuilt(rec, raw, lsn),
+            )?;
             new.set_checkpoint(end)?;
             *lock_write(&self.index) = Arc::clone(&new);
             (end, replayed, held.elapsed(), self.checkpoint_table())

@@ -1,3 +1,4 @@
+use std::fs;
 use std::sync::Arc;
 
 use taskstream_core::record::{EventRecord, Record, RecordError};
@@ -5,6 +6,7 @@ use taskstream_core::{Millis, Seq};
 
 use super::*;
 use crate::index::encode_into;
+use crate::storage::StdStorage;
 
 fn event_bytes(task: &str, seq: u64) -> Vec<u8> {
     let payload = format!(r#"{{"i":{seq}}}"#);
@@ -18,6 +20,35 @@ fn event_bytes(task: &str, seq: u64) -> Vec<u8> {
     let mut out = Vec::new();
     encode_into(&rec, &mut out).unwrap();
     out
+}
+
+/// A log directory `wal/` in a temporary directory, which also holds the mark file beside it.
+struct WalDir {
+    _root: tempfile::TempDir,
+    path: PathBuf,
+}
+
+impl WalDir {
+    fn path(&self) -> &Path {
+        &self.path
+    }
+}
+
+fn wal_tempdir() -> WalDir {
+    let root = tempfile::tempdir().unwrap();
+    let path = root.path().join("wal");
+    fs::create_dir(&path).unwrap();
+    WalDir { _root: root, path }
+}
+
+/// Sets the synced-through mark (W7) of the log in `dir` back to `lsn`, as if no sync had
+/// covered the log after it: the bytes from `lsn` on are an unsynced tail, which a power loss
+/// may tear.
+fn unsynced_from(dir: &Path, lsn: u64) {
+    let mut bytes = vec![0; 528];
+    bytes[..16].copy_from_slice(&encode_mark(lsn));
+    bytes[512..].copy_from_slice(&encode_mark(lsn));
+    fs::write(mark_path(dir), bytes).unwrap();
 }
 
 /// Recovers `dir` from `checkpoint`, returning (task, seq) of every record in order.
@@ -45,6 +76,7 @@ fn try_replay_all(
     let mut seen = Vec::new();
     let mut archived = Vec::new();
     let recovered = recover::<WalError>(
+        &StdStorage,
         dir,
         checkpoint,
         true,
@@ -82,7 +114,7 @@ fn one_segment(dir: &Path, n: u64) -> (Vec<u64>, PathBuf) {
 
 #[test]
 fn a_bad_record_with_valid_records_after_it_is_damage_not_a_torn_tail() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = wal_tempdir();
     let (offsets, path) = one_segment(dir.path(), 10);
     let pristine = fs::read(&path).unwrap();
     // One flipped bit in record 4's body, and (separately) record 4 zeroed whole.
@@ -124,7 +156,7 @@ fn a_bad_record_with_valid_records_after_it_is_damage_not_a_torn_tail() {
 
 #[test]
 fn a_torn_tail_that_holds_a_record_in_its_payload_is_still_a_torn_tail() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = wal_tempdir();
     let wal = Wal::open(dir.path(), Durability::Event, 0, SegmentFiles::new()).unwrap();
     wal.submit(&event_bytes("a", 0), true).unwrap();
     let before = wal.submitted();
@@ -148,6 +180,7 @@ fn a_torn_tail_that_holds_a_record_in_its_payload_is_still_a_torn_tail() {
     framed[body_at..body_at + inner.len()].copy_from_slice(&inner);
     wal.submit(&framed[..framed.len() - 2], true).unwrap();
     drop(wal);
+    unsynced_from(dir.path(), before);
     let (seen, recovered) = try_replay(dir.path(), 0, false).unwrap();
     assert_eq!(seen, expected("a", 1));
     assert_eq!(recovered.end, before);
@@ -156,7 +189,7 @@ fn a_torn_tail_that_holds_a_record_in_its_payload_is_still_a_torn_tail() {
 
 #[test]
 fn a_missing_or_cut_segment_before_the_last_is_damage() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = wal_tempdir();
     let wal = Wal::open(dir.path(), Durability::Event, 0, SegmentFiles::new()).unwrap();
     wal.submit(&event_bytes("a", 0), true).unwrap();
     let second = wal.rotate().unwrap();
@@ -185,7 +218,7 @@ fn a_missing_or_cut_segment_before_the_last_is_damage() {
     assert_eq!(seen, [("a".to_owned(), 0), ("a".to_owned(), 2)]);
     assert_eq!(recovered.damage.len(), 1);
     // Every segment gone while the checkpoint is past 0.
-    for (_, p) in list_segments(dir.path()).unwrap() {
+    for (_, p) in list_segments(&StdStorage, dir.path()).unwrap() {
         fs::remove_file(p).unwrap();
     }
     match try_replay(dir.path(), third, false) {
@@ -201,7 +234,7 @@ fn expected(task: &str, n: u64) -> Vec<(String, u64)> {
 #[test]
 fn every_mode_reads_back_what_it_wrote() {
     for mode in [Durability::Event, Durability::Group, Durability::None] {
-        let dir = tempfile::tempdir().unwrap();
+        let dir = wal_tempdir();
         let wal = Wal::open(dir.path(), mode, 0, SegmentFiles::new()).unwrap();
         for i in 0..10 {
             wal.submit(&event_bytes("a", i), true).unwrap();
@@ -220,7 +253,7 @@ fn every_mode_reads_back_what_it_wrote() {
 
 #[test]
 fn a_torn_tail_at_every_offset_of_the_last_record_recovers_to_the_previous_record() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = wal_tempdir();
     let wal = Wal::open(dir.path(), Durability::Event, 0, SegmentFiles::new()).unwrap();
     for i in 0..3 {
         wal.submit(&event_bytes("a", i), true).unwrap();
@@ -231,6 +264,7 @@ fn a_torn_tail_at_every_offset_of_the_last_record_recovers_to_the_previous_recor
     let pristine = fs::read(&path).unwrap();
     let last_len = event_bytes("a", 2).len() as u64;
     let previous_end = full - last_len;
+    unsynced_from(dir.path(), previous_end);
     for cut in previous_end..full {
         fs::write(&path, &pristine[..usize::try_from(cut).unwrap()]).unwrap();
         let (seen, recovered) = replay(dir.path(), 0);
@@ -264,7 +298,7 @@ fn a_torn_tail_at_every_offset_of_the_last_record_recovers_to_the_previous_recor
 
 #[test]
 fn the_log_goes_on_after_a_recovered_torn_tail() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = wal_tempdir();
     let wal = Wal::open(dir.path(), Durability::Group, 0, SegmentFiles::new()).unwrap();
     for i in 0..3 {
         wal.submit(&event_bytes("a", i), true).unwrap();
@@ -274,6 +308,7 @@ fn the_log_goes_on_after_a_recovered_torn_tail() {
     let path = segment_path(dir.path(), 0);
     let file = fs::OpenOptions::new().write(true).open(&path).unwrap();
     file.set_len(full - 5).unwrap();
+    unsynced_from(dir.path(), full - event_bytes("a", 2).len() as u64);
     let (_, recovered) = replay(dir.path(), 0);
     let wal = Wal::open(
         dir.path(),
@@ -292,7 +327,7 @@ fn the_log_goes_on_after_a_recovered_torn_tail() {
 
 #[test]
 fn rotation_and_checkpoint_deletion_keep_the_suffix() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = wal_tempdir();
     let wal = Wal::open(dir.path(), Durability::Event, 0, SegmentFiles::new()).unwrap();
     wal.submit(&event_bytes("a", 0), true).unwrap();
     wal.submit(&event_bytes("a", 1), false).unwrap();
@@ -303,11 +338,11 @@ fn rotation_and_checkpoint_deletion_keep_the_suffix() {
     wal.submit(&event_bytes("a", 2), true).unwrap();
     let second = wal.rotate().unwrap();
     wal.submit(&event_bytes("a", 3), true).unwrap();
-    assert_eq!(list_segments(dir.path()).unwrap().len(), 3);
+    assert_eq!(list_segments(&StdStorage, dir.path()).unwrap().len(), 3);
     // A segment that holds a retained event is kept.
     wal.delete_before(second, &BTreeSet::from([first])).unwrap();
     assert_eq!(
-        list_segments(dir.path()).unwrap(),
+        list_segments(&StdStorage, dir.path()).unwrap(),
         [
             (first, segment_path(dir.path(), first)),
             (second, segment_path(dir.path(), second))
@@ -320,7 +355,7 @@ fn rotation_and_checkpoint_deletion_keep_the_suffix() {
     );
     wal.delete_before(second, &BTreeSet::new()).unwrap();
     assert_eq!(
-        list_segments(dir.path()).unwrap(),
+        list_segments(&StdStorage, dir.path()).unwrap(),
         [(second, segment_path(dir.path(), second))]
     );
     drop(wal);
@@ -331,7 +366,7 @@ fn rotation_and_checkpoint_deletion_keep_the_suffix() {
 
 #[test]
 fn recovery_reads_segments_before_the_checkpoint_as_archived_and_keeps_them() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = wal_tempdir();
     let wal = Wal::open(dir.path(), Durability::Event, 0, SegmentFiles::new()).unwrap();
     wal.submit(&event_bytes("a", 0), true).unwrap();
     let second = wal.rotate().unwrap();
@@ -347,7 +382,7 @@ fn recovery_reads_segments_before_the_checkpoint_as_archived_and_keeps_them() {
     assert_eq!(recovered.torn, None);
     assert!(recovered.damage.is_empty());
     assert_eq!(
-        list_segments(dir.path()).unwrap(),
+        list_segments(&StdStorage, dir.path()).unwrap(),
         [
             (0, segment_path(dir.path(), 0)),
             (third, segment_path(dir.path(), third))
@@ -359,7 +394,7 @@ fn recovery_reads_segments_before_the_checkpoint_as_archived_and_keeps_them() {
 
 #[test]
 fn reads_of_many_runs_join_neighbours_and_stop_at_what_is_gone() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = wal_tempdir();
     let files = SegmentFiles::new();
     let wal = Wal::open(dir.path(), Durability::None, 0, Arc::clone(&files)).unwrap();
     let mut runs = Vec::new();
@@ -389,7 +424,7 @@ fn reads_of_many_runs_join_neighbours_and_stop_at_what_is_gone() {
 
 #[test]
 fn group_commit_between_threads_keeps_each_threads_order() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = wal_tempdir();
     let wal = Arc::new(Wal::open(dir.path(), Durability::Group, 0, SegmentFiles::new()).unwrap());
     let threads = 8;
     let per_thread = 50;
@@ -427,7 +462,7 @@ fn group_commit_between_threads_keeps_each_threads_order() {
 
 #[test]
 fn writes_without_waiting_are_ordered_and_flushed_by_the_next_wait() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = wal_tempdir();
     let wal = Wal::open(dir.path(), Durability::Group, 0, SegmentFiles::new()).unwrap();
     wal.submit(&event_bytes("a", 0), false).unwrap();
     wal.submit(&event_bytes("a", 1), false).unwrap();
@@ -444,7 +479,7 @@ fn writes_without_waiting_are_ordered_and_flushed_by_the_next_wait() {
 
 #[test]
 fn in_none_mode_deferred_submissions_are_written_once_per_flush_and_never_synced() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = wal_tempdir();
     let wal = Wal::open(dir.path(), Durability::None, 0, SegmentFiles::new()).unwrap();
     let first = wal.submit_deferred(&event_bytes("a", 0)).unwrap();
     let second = wal.submit_deferred(&event_bytes("a", 1)).unwrap();
@@ -479,7 +514,7 @@ fn a_failed_sync_in_a_rotation_never_reports_the_rotated_bytes_durable() {
     // a sync that fails leaves `durable` where it was and fails the log, so `flush_through`
     // of those bytes is an error, never a success.
     for mode in [Durability::Group, Durability::Event] {
-        let dir = tempfile::tempdir().unwrap();
+        let dir = wal_tempdir();
         let wal = Wal::open(dir.path(), mode, 0, SegmentFiles::new()).unwrap();
         wal.submit(&event_bytes("a", 0), true).unwrap();
         let durable_before = lock(&wal.queue).durable;
@@ -509,7 +544,7 @@ fn a_failed_sync_in_a_rotation_never_reports_the_rotated_bytes_durable() {
         ));
         assert!(matches!(wal.rotate(), Err(WalError::Failed)), "W4: sticky");
         assert_eq!(
-            list_segments(dir.path()).unwrap().len(),
+            list_segments(&StdStorage, dir.path()).unwrap().len(),
             1,
             "{mode:?}: W6: no new segment after a failed sync"
         );
@@ -519,7 +554,7 @@ fn a_failed_sync_in_a_rotation_never_reports_the_rotated_bytes_durable() {
 #[test]
 fn a_failed_group_commit_sync_fails_its_waiter_and_every_later_submission() {
     // W3, W4 for the leader's flush.
-    let dir = tempfile::tempdir().unwrap();
+    let dir = wal_tempdir();
     let wal = Wal::open(dir.path(), Durability::Group, 0, SegmentFiles::new()).unwrap();
     wal.submit(&event_bytes("a", 0), true).unwrap();
     let durable_before = lock(&wal.queue).durable;
@@ -542,7 +577,7 @@ fn a_failed_group_commit_sync_fails_its_waiter_and_every_later_submission() {
 
 #[test]
 fn deferred_submissions_and_one_waiting_one_make_exactly_one_write_and_one_sync() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = wal_tempdir();
     let wal = Wal::open(dir.path(), Durability::Group, 0, SegmentFiles::new()).unwrap();
     let n = 100;
     for i in 0..n {
@@ -569,7 +604,7 @@ fn wait_for_queue(wal: &Wal, what: &str, cond: impl Fn(&Queue) -> bool) {
 fn submissions_made_while_a_flush_runs_are_all_covered_by_the_next_one() {
     // The design's promise (module docs, `group`): one flush for the leader's batch, and one
     // more for everything submitted while it ran, however many threads submitted it.
-    let dir = tempfile::tempdir().unwrap();
+    let dir = wal_tempdir();
     let wal = Arc::new(Wal::open(dir.path(), Durability::Group, 0, SegmentFiles::new()).unwrap());
     let held = lock(&wal.segment);
     let leader = {
@@ -609,7 +644,7 @@ fn submissions_made_while_a_flush_runs_are_all_covered_by_the_next_one() {
 
 #[test]
 fn a_failed_read_of_a_segment_is_a_log_error_naming_the_segment_file() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = wal_tempdir();
     let path = segment_path(dir.path(), 0);
     fs::write(&path, event_bytes("a", 0)).unwrap();
     // Opened for writing only, so every read of it fails (EBADF).
@@ -641,9 +676,10 @@ fn a_failed_read_of_a_segment_is_a_log_error_naming_the_segment_file() {
 fn the_torn_tail_or_damage_table_over_every_combination_of_facts() {
     // `decide`, row by row. Columns: the facts about what follows the bad record (valid_after,
     // run_to_end_after; a run to the end starts with a valid record, so (None, Some) cannot
-    // be), then the decision for (last segment, repair) = (no, no), (no, yes), (yes, no),
-    // (yes, yes). C: cut the tail; R n / S n: refuse / skip with damage up to n (`-`: the
-    // segment's end, 100).
+    // be), then the decision for damage without and with repair. R n / S n: refuse / skip
+    // with damage up to n (`-`: the segment's end, 100). Every row is checked in the 8 cells
+    // (last segment, below the synced-through mark, repair): in the last segment at or above
+    // the mark the decision is C (cut the tail) whatever follows; elsewhere the row's.
     const END: usize = 100;
     let follows = [
         ("A", None, None),
@@ -651,19 +687,19 @@ fn the_torn_tail_or_damage_table_over_every_combination_of_facts() {
         ("C", Some(20), Some(20)),
         ("D", Some(20), Some(30)),
     ];
-    let table: [(Header, [&str; 4]); 12] = [
-        (Header::Unreadable, ["R-", "S-", "C", "C"]),
-        (Header::Unreadable, ["R20", "S-", "R20", "C"]),
-        (Header::Unreadable, ["R20", "S20", "R20", "S20"]),
-        (Header::Unreadable, ["R20", "S30", "R20", "S30"]),
-        (Header::Whole(10), ["R-", "S-", "C", "C"]),
-        (Header::Whole(10), ["R20", "S-", "R20", "C"]),
-        (Header::Whole(10), ["R20", "S20", "R20", "S20"]),
-        (Header::Whole(10), ["R20", "S30", "R20", "S30"]),
-        (Header::RunsPast, ["R-", "S-", "C", "C"]),
-        (Header::RunsPast, ["R-", "S-", "C", "C"]),
-        (Header::RunsPast, ["R20", "S20", "R20", "S20"]),
-        (Header::RunsPast, ["R30", "S30", "R30", "S30"]),
+    let table: [(Header, [&str; 2]); 12] = [
+        (Header::Unreadable, ["R-", "S-"]),
+        (Header::Unreadable, ["R20", "S-"]),
+        (Header::Unreadable, ["R20", "S20"]),
+        (Header::Unreadable, ["R20", "S30"]),
+        (Header::Whole(10), ["R-", "S-"]),
+        (Header::Whole(10), ["R20", "S-"]),
+        (Header::Whole(10), ["R20", "S20"]),
+        (Header::Whole(10), ["R20", "S30"]),
+        (Header::RunsPast, ["R-", "S-"]),
+        (Header::RunsPast, ["R-", "S-"]),
+        (Header::RunsPast, ["R20", "S20"]),
+        (Header::RunsPast, ["R30", "S30"]),
     ];
     let show = |d: Decision| match d {
         Decision::CutTail => "C".to_owned(),
@@ -682,33 +718,37 @@ fn the_torn_tail_or_damage_table_over_every_combination_of_facts() {
         }
     };
     let mut rows = 0;
-    for (i, (header, expected)) in table.iter().enumerate() {
+    for (i, (header, damage)) in table.iter().enumerate() {
         let (name, valid_after, run_to_end_after) = follows[i % 4];
-        let cells = [(false, false), (false, true), (true, false), (true, true)];
-        for ((last_segment, repair), want) in cells.into_iter().zip(expected) {
+        for cell in 0..8u8 {
+            let (last_segment, below_mark, repair) = (cell & 4 != 0, cell & 2 != 0, cell & 1 != 0);
             let facts = Facts {
                 header: *header,
                 valid_after,
                 run_to_end_after,
                 last_segment,
+                below_mark,
                 repair,
             };
             let got = show(decide(&facts, END));
+            let want = if last_segment && !below_mark {
+                "C"
+            } else {
+                damage[usize::from(repair)]
+            };
             assert_eq!(
-                &got, want,
-                "{header:?} {name} last={last_segment} repair={repair}"
+                got, want,
+                "{header:?} {name} last={last_segment} below_mark={below_mark} repair={repair}"
             );
-            // The promises the table keeps, stated apart from it: only the last segment's tail
-            // is ever cut; a run of valid records to the end is never cut; a repair never
-            // refuses and a refusal never skips.
-            if got == "C" {
-                assert!(last_segment && run_to_end_after.is_none());
-            }
+            // The promises the table keeps, stated apart from it: only the last segment's
+            // unsynced tail is ever cut, and all of it is; a repair never refuses and a
+            // refusal never skips.
+            assert_eq!(got == "C", last_segment && !below_mark);
             assert_eq!(got.starts_with('R'), !repair && got != "C");
             rows += 1;
         }
     }
-    assert_eq!(rows, 3 * 4 * 4, "every combination");
+    assert_eq!(rows, 3 * 4 * 8, "every combination");
     // Where the search for what follows starts.
     assert_eq!(Header::Whole(10).skip(), 10);
     assert_eq!(Header::RunsPast.skip(), 1);

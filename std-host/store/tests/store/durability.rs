@@ -540,6 +540,11 @@ fn a_torn_log_tail_at_every_offset_recovers_to_the_previous_event() {
             .unwrap()
             .set_len(cut as u64)
             .unwrap();
+        // A torn write is one no fdatasync covered: the log's synced-through mark (written
+        // after each sync, never synced itself) may not have survived either. Without it, the
+        // whole last segment counts as possibly unsynced; with a mark past the cut, the cut
+        // would be synced log lost: damage, refused (tested in the store's own tests).
+        std::fs::remove_file(dir.join("wal.synced")).unwrap();
         let store = open(&dir, Durability::Event);
         let complete = cut == bytes.len();
         let events = all_events(&store, "t");
@@ -557,7 +562,9 @@ fn a_torn_log_tail_at_every_offset_recovers_to_the_previous_event() {
         drop(store);
         std::fs::remove_dir_all(&dir).unwrap();
     }
-    // A flipped bit in the last record reads as a torn tail too.
+    // A flipped bit in the last record: in log the synced-through mark covers, damage to an
+    // acknowledged event, refused naming the segment; past the mark (here: none survived), a
+    // torn tail like the cuts above.
     let dir = scratch.path().join("flipped");
     copy_dir(&pristine, &dir);
     let seg = dir.join("wal").join(segs[0].file_name().unwrap());
@@ -565,6 +572,22 @@ fn a_torn_log_tail_at_every_offset_recovers_to_the_previous_event() {
     let mut byte = [bytes[last + 12]];
     byte[0] ^= 0x10;
     file.write_all_at(&byte, (last + 12) as u64).unwrap();
+    let refused = Store::open(
+        StoreConfig {
+            data_dir: Some(dir.clone()),
+            durability: Durability::Event,
+            retention: RetentionPolicy::DEFAULT,
+            max_store_bytes: taskstream_store::DEFAULT_MAX_STORE_BYTES,
+            index_cache_bytes: taskstream_store::DEFAULT_INDEX_CACHE_BYTES,
+        },
+        NOW,
+    )
+    .err()
+    .expect("damage to synced log is refused")
+    .to_string();
+    assert!(refused.contains("damaged"), "{refused}");
+    assert!(refused.contains(&seg.display().to_string()), "{refused}");
+    std::fs::remove_file(dir.join("wal.synced")).unwrap();
     let store = open(&dir, Durability::Event);
     assert_eq!(all_events(&store, "t").len(), 4);
     assert!(store.recovery().torn_tail.is_some());
