@@ -200,6 +200,13 @@ class Timeline {
           body: JSON.stringify(request),
         });
         if (!r.ok && !(r.headers.get("content-type") || "").includes("json")) {
+          if (r.status >= 400 && r.status < 500 && r.status !== 408 && r.status !== 429) {
+            // Refused (no token, a foreign origin, turned off): retrying would not help.
+            this.state = "error";
+            this.note("error", `HTTP ${r.status}: the server refused the stream`);
+            this.show();
+            return;
+          }
           throw new Error(`HTTP ${r.status}`);
         }
         const type = r.headers.get("content-type") || "";
