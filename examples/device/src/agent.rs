@@ -349,12 +349,13 @@ impl Agent {
         self.end();
     }
 
+    /// A tool error; `text` is a constant that needs no escape.
     fn tool_error(&mut self, id: &RequestId, text: &str) {
         let legacy = self.legacy;
         let out = self.begin(id);
-        out.s(r#"{"content":[{"type":"text","text":"#)
-            .string(text)
-            .s(r#"}],"isError":true"#);
+        out.s(r#"{"content":[{"type":"text","text":""#)
+            .s(text)
+            .s(r#""}],"isError":true"#);
         if !legacy {
             out.s(r#","resultType":"complete""#);
         }
@@ -738,20 +739,19 @@ impl Agent {
     }
 }
 
+/// `{"jsonrpc":"2.0","id":…,"result":`, the start of a result. The core's writer of the
+/// legacy `tasks/stream` result writes the head with the id, escaped as every id the agent
+/// sends; its closing `{}}` is cut off, so that the agent has one id writer, the core's.
 fn begin<'o>(out: &'o mut Out, id: &RequestId) -> &'o mut Out {
-    out.clear();
-    out.s(r#"{"jsonrpc":"2.0","id":"#).id(id).s(r#","result":"#)
+    let n = rpc::write_stream_result(id, Era::Legacy, out.buf_mut()).unwrap_or(0);
+    out.set_head(n, b"{}}".len())
 }
 
-/// `{"jsonrpc":"2.0","id":…,"error":{"code":…,"message":…` of an error with data.
+/// `{"jsonrpc":"2.0","id":…,"error":{"code":…,"message":…` of an error with data: the core's
+/// error without data, its closing `}}` cut off (as in [`begin`]).
 fn error_head<'o>(out: &'o mut Out, id: &RequestId, code: ErrorCode) -> &'o mut Out {
-    out.clear();
-    out.s(r#"{"jsonrpc":"2.0","id":"#)
-        .id(id)
-        .s(r#","error":{"code":-"#)
-        .u64(u64::from(code.code().unsigned_abs()))
-        .s(r#","message":"#)
-        .string(code.message())
+    let n = rpc::write_error(Some(id), &RpcError::new(code), out.buf_mut()).unwrap_or(0);
+    out.set_head(n, b"}}".len())
 }
 
 fn send_error(out: &mut Out, id: Option<&RequestId>, e: &RpcError<'_>) {

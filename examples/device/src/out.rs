@@ -2,8 +2,6 @@
 //! write (the core writes the stream messages and the errors). A message that does not fit is
 //! cut short and reported, never sent half.
 
-use taskstream_core::RequestId;
-
 /// The largest message the agent writes. The longest it has to write is `tools/list`'s answer,
 /// 617 bytes with a 128-byte id; one that does not fit is answered with an internal error.
 pub(crate) const OUT_BYTES: usize = 640;
@@ -40,6 +38,14 @@ impl Out {
     pub(crate) fn set_len(&mut self, len: usize) {
         self.len = len.min(OUT_BYTES);
         self.overflow = false;
+    }
+
+    /// Keeps the first `len - cut` bytes the core's writer put in the buffer (`len` of 0: it
+    /// did not fit, and the message is reported as such), to go on writing after them.
+    pub(crate) fn set_head(&mut self, len: usize, cut: usize) -> &mut Out {
+        self.len = len.saturating_sub(cut);
+        self.overflow = len == 0;
+        self
     }
 
     /// The message, unless it did not fit.
@@ -89,37 +95,6 @@ impl Out {
     /// Two decimal digits, zero-padded.
     pub(crate) fn two(&mut self, n: u32) -> &mut Out {
         self.put(&[b'0' + (n / 10 % 10) as u8, b'0' + (n % 10) as u8])
-    }
-
-    /// `text` as a JSON string, quotes included.
-    pub(crate) fn string(&mut self, text: &str) -> &mut Out {
-        self.put(b"\"");
-        for &b in text.as_bytes() {
-            match b {
-                b'"' => self.put(b"\\\""),
-                b'\\' => self.put(b"\\\\"),
-                0..=0x1f => {
-                    const HEX: &[u8; 16] = b"0123456789abcdef";
-                    let hi = HEX.get(usize::from(b >> 4)).copied().unwrap_or(b'0');
-                    let lo = HEX.get(usize::from(b & 0xf)).copied().unwrap_or(b'0');
-                    self.put(&[b'\\', b'u', b'0', b'0', hi, lo])
-                }
-                _ => self.put(&[b]),
-            };
-        }
-        self.put(b"\"")
-    }
-
-    pub(crate) fn id(&mut self, id: &RequestId) -> &mut Out {
-        match id {
-            RequestId::Number(n) => {
-                if *n < 0 {
-                    self.put(b"-");
-                }
-                self.u64(n.unsigned_abs())
-            }
-            RequestId::String(s) => self.string(s),
-        }
     }
 
     /// Milliseconds since boot as an ISO-8601 UTC time counted from the Unix epoch (the board
