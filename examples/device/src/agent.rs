@@ -70,6 +70,8 @@ const fn event_type(name: &'static str) -> EventType<'static> {
         Err(_) => panic!("not a valid event type"),
     }
 }
+/// How long a client may cache a list, in the modern era.
+const CACHE: &str = r#","ttlMs":60000,"cacheScope":"public""#;
 const SERVER_INFO: &str = r#""serverInfo":{"name":"taskstream-device","version":"0.1.0"}"#;
 
 /// A whole number from the build environment, or `default` if unset or empty.
@@ -300,11 +302,7 @@ impl Agent {
             .s(r#","stackBytes":"#)
             .u64(room as u64)
             .s("}}");
-        if !legacy {
-            out.s(r#","resultType":"complete""#);
-        }
-        out.s("}");
-        self.end();
+        end_complete(out, legacy);
     }
 
     fn initialize(&mut self, id: &RequestId, params: &[u8]) {
@@ -334,7 +332,8 @@ impl Agent {
             .s(TASKS_EXTENSION)
             .s(r#"":{"eventStreams":{}}}},"#)
             .s(SERVER_INFO)
-            .s(r#","ttlMs":60000,"cacheScope":"public"}"#);
+            .s(CACHE)
+            .s("}");
         self.end();
     }
 
@@ -343,10 +342,9 @@ impl Agent {
         let out = self.begin(id);
         out.s(r#"{"tools":[{"name":"sample","description":"Reads SysTick count times, interval_ms apart","inputSchema":{"type":"object","properties":{"count":{"type":"integer","minimum":0,"maximum":1000000},"interval_ms":{"type":"integer","minimum":0,"maximum":3600000}},"required":["count"]},"execution":{"taskSupport":"required"}}]"#);
         if !legacy {
-            out.s(r#","ttlMs":60000,"cacheScope":"public","resultType":"complete""#);
+            out.s(CACHE);
         }
-        out.s("}");
-        self.end();
+        end_complete(out, legacy);
     }
 
     /// A tool error; `text` is a constant that needs no escape.
@@ -356,11 +354,7 @@ impl Agent {
         out.s(r#"{"content":[{"type":"text","text":""#)
             .s(text)
             .s(r#""}],"isError":true"#);
-        if !legacy {
-            out.s(r#","resultType":"complete""#);
-        }
-        out.s("}");
-        self.end();
+        end_complete(out, legacy);
     }
 
     fn tools_call(&mut self, id: &RequestId, params: &[u8], declared: bool, now: Millis) {
@@ -462,16 +456,11 @@ impl Agent {
         let out = begin(&mut self.out, id);
         out.s("{");
         task_fields(out, task, legacy);
-        if !legacy {
-            if task.status == Status::Completed {
-                out.s(r#","result":{"content":[{"type":"text","text":"sampled "#)
-                    .u64(task.done)
-                    .s(r#" readings"}],"isError":false}"#);
-            }
-            out.s(r#","resultType":"complete""#);
+        // A modern task's result comes with its status once completed.
+        if !legacy && task.status == Status::Completed {
+            sampled(out.s(r#","result":"#), task).s("}");
         }
-        out.s("}");
-        self.end();
+        end_complete(out, legacy);
     }
 
     fn tasks_cancel(&mut self, id: &RequestId, params: &[u8], now: Millis) {
@@ -730,6 +719,23 @@ fn error_head<'o>(out: &'o mut Out, id: &RequestId, code: ErrorCode) -> &'o mut 
     out.set_head(n, b"}}".len())
 }
 
+/// Ends a result that is complete: `resultType` in the modern era, then the closing braces;
+/// and sends it.
+fn end_complete(out: &mut Out, legacy: bool) {
+    if !legacy {
+        out.s(r#","resultType":"complete""#);
+    }
+    out.s("}}");
+    send(out);
+}
+
+/// The tool's result for a completed task, without its closing brace.
+fn sampled<'o>(out: &'o mut Out, task: &Task) -> &'o mut Out {
+    out.s(r#"{"content":[{"type":"text","text":"sampled "#)
+        .u64(task.done)
+        .s(r#" readings"}],"isError":false"#)
+}
+
 fn send_error(out: &mut Out, id: Option<&RequestId>, e: &RpcError<'_>) {
     if let Ok(n) = rpc::write_error(id, e, out.buf_mut()) {
         out.set_len(n);
@@ -796,10 +802,8 @@ fn final_answer(out: &mut Out, id: &RequestId, task: &Task) {
     if task.status == Status::Cancelled {
         return send_error(out, Some(id), &RpcError::new(ErrorCode::InternalError));
     }
-    begin(out, id)
-        .s(r#"{"content":[{"type":"text","text":"sampled "#)
-        .u64(task.done)
-        .s(r#" readings"}],"isError":false,"_meta":{"io.modelcontextprotocol/related-task":{"taskId":""#)
+    sampled(begin(out, id), task)
+        .s(r#","_meta":{"io.modelcontextprotocol/related-task":{"taskId":""#)
         .s(task.id())
         .s(r#""}}}}"#);
     send(out);
