@@ -53,8 +53,8 @@ pub(crate) const TTL_MS: u64 = 60_000;
 /// The `pollInterval` suggested to clients.
 const POLL_MS: u64 = 100;
 /// The most readings one task may take, and the longest interval between two.
-const MAX_COUNT: u64 = 1_000_000;
-const MAX_INTERVAL_MS: u64 = 3_600_000;
+const MAX_COUNT: u32 = 1_000_000;
+const MAX_INTERVAL_MS: u32 = 3_600_000;
 /// Stream frames written per main-loop turn, so that input is read between them.
 const FRAMES_PER_STEP: usize = 16;
 /// Readings taken per task and main-loop turn, likewise.
@@ -375,16 +375,15 @@ impl Agent {
         let args = params::member(params, "arguments")
             .filter(|m| m.kind == json::Kind::Object)
             .map_or(&b"{}"[..], |m| m.value);
-        let Some(count) = params::member(args, "count")
-            .and_then(|m| params::unsigned(&m))
-            .filter(|&n| n <= MAX_COUNT)
+        let Some(count) =
+            params::member(args, "count").and_then(|m| params::at_most(&m, MAX_COUNT))
         else {
             return self.tool_error(id, "count: 0..1000000");
         };
         let interval_ms = match params::member(args, "interval_ms") {
             None => Some(0),
             Some(m) if m.kind == json::Kind::Null => Some(0),
-            Some(m) => params::unsigned(&m).filter(|&n| n <= MAX_INTERVAL_MS),
+            Some(m) => params::at_most(&m, MAX_INTERVAL_MS),
         };
         let Some(interval_ms) = interval_ms else {
             return self.tool_error(id, "interval_ms: 0..3600000");
@@ -418,15 +417,13 @@ impl Agent {
         }
         let legacy = self.legacy;
         let out = begin(&mut self.out, id);
-        if legacy {
-            out.s(r#"{"task":{"#);
-            task_fields(out, &self.tasks[slot], legacy);
-            out.s("}}");
+        out.s(if legacy { r#"{"task":{"# } else { "{" });
+        task_fields(out, &self.tasks[slot], legacy);
+        out.s(if legacy {
+            "}}"
         } else {
-            out.s("{");
-            task_fields(out, &self.tasks[slot], legacy);
-            out.s(r#","resultType":"task"}"#);
-        }
+            r#","resultType":"task"}"#
+        });
         self.end();
     }
 
