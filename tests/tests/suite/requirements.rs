@@ -32,7 +32,8 @@ const GENERATED: &[&str] = &["benches/compare-last.txt"];
 /// are data, not citations.
 const FICTION: &[&str] = &["data/fixtures/", "data/scenarios/", "data/traces/"];
 
-/// Directories never scanned: build output, installed packages, fuzz inputs and outputs.
+/// Directories never scanned: build output, installed packages, fuzz inputs and outputs (and
+/// every Python virtual environment, `.venv` or `.venv-<name>`).
 const SKIPPED_DIRS: &[&str] = &[
     "target",
     "node_modules",
@@ -69,7 +70,7 @@ fn files(dir: &Path, out: &mut Vec<PathBuf>) {
         let path = entry.path();
         let name = entry.file_name().to_string_lossy().into_owned();
         if path.is_dir() {
-            if !SKIPPED_DIRS.contains(&name.as_str()) {
+            if !SKIPPED_DIRS.contains(&name.as_str()) && !name.starts_with(".venv") {
                 files(&path, out);
             }
             continue;
