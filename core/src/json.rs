@@ -494,7 +494,10 @@ impl Scanner<'_> {
     fn string(&mut self) -> Result<(), JsonError> {
         self.pos += 1;
         loop {
-            self.skip_plain();
+            // Feature `lean`: byte by byte only, for less code (the same result).
+            if !cfg!(feature = "lean") {
+                self.skip_plain();
+            }
             let Some(b) = self.peek() else {
                 return Err(self.err());
             };

@@ -47,6 +47,7 @@ fn port() -> u16 {
             limits,
             oauth: None,
             drain: Duration::ZERO,
+            status_page: true,
         });
         std::thread::spawn(move || {
             let served = ServerBuilder::new("fuzz", "0")

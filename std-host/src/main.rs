@@ -88,7 +88,7 @@ fn main() -> ExitCode {
     match command {
         Subcommand::Serve(w) => serve(w.args.into_iter()),
         Subcommand::Connect(w) => taskstream_server::connect::main(w.args.into_iter()),
-        Subcommand::Gateway(w) => taskstream_server::gateway::main(w.args.into_iter()),
+        Subcommand::Gateway(w) => taskstream_gateway::main(w.args.into_iter()),
         Subcommand::Demo(w) => demo::main(w.args.into_iter()),
         Subcommand::Conformance(w) => conformance(w.args.into_iter()),
         Subcommand::ConformanceServer(w) => conformance_server(w.args.into_iter()),

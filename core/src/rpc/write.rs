@@ -157,7 +157,12 @@ fn string_body(sink: &mut impl Sink, s: &str) -> Result<(), BufferTooSmall> {
     let mut start = 0;
     let mut i = 0;
     while i < bytes.len() {
-        if let Some(Ok(word)) = bytes.get(i..i + 8).map(<[u8; 8]>::try_from) {
+        // Feature `lean`: byte by byte only, for less code (the same output).
+        if let Some(Ok(word)) = bytes
+            .get(i..i + 8)
+            .filter(|_| !cfg!(feature = "lean"))
+            .map(<[u8; 8]>::try_from)
+        {
             if !any_needs_escape(u64::from_le_bytes(word)) {
                 i += 8;
                 continue;

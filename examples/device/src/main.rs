@@ -393,6 +393,14 @@ static EXCEPTIONS: [Option<extern "C" fn()>; 15 + board::IRQS_BEFORE_UART] = [
     Some(uart_rx),
 ];
 
+/// A broken invariant of the program itself (never input from outside): stop, as on a fault,
+/// rather than go on from a state the protocol's rules do not cover.
+pub(crate) fn defect() -> ! {
+    loop {
+        core::hint::spin_loop();
+    }
+}
+
 #[panic_handler]
 fn panic(_: &PanicInfo<'_>) -> ! {
     loop {

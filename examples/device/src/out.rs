@@ -2,8 +2,6 @@
 //! write (the core writes the stream messages and the errors). A message that does not fit is
 //! cut short and reported, never sent half.
 
-use taskstream_core::RequestId;
-
 /// The largest message the agent writes. The longest it has to write is `tools/list`'s answer,
 /// 617 bytes with a 128-byte id; one that does not fit is answered with an internal error.
 pub(crate) const OUT_BYTES: usize = 640;
@@ -40,6 +38,14 @@ impl Out {
     pub(crate) fn set_len(&mut self, len: usize) {
         self.len = len.min(OUT_BYTES);
         self.overflow = false;
+    }
+
+    /// Keeps the first `len - cut` bytes the core's writer put in the buffer (`len` of 0: it
+    /// did not fit, and the message is reported as such), to go on writing after them.
+    pub(crate) fn set_head(&mut self, len: usize, cut: usize) -> &mut Out {
+        self.len = len.saturating_sub(cut);
+        self.overflow = len == 0;
+        self
     }
 
     /// The message, unless it did not fit.
@@ -86,42 +92,6 @@ impl Out {
         self.put(used)
     }
 
-    /// Two decimal digits, zero-padded.
-    pub(crate) fn two(&mut self, n: u32) -> &mut Out {
-        self.put(&[b'0' + (n / 10 % 10) as u8, b'0' + (n % 10) as u8])
-    }
-
-    /// `text` as a JSON string, quotes included.
-    pub(crate) fn string(&mut self, text: &str) -> &mut Out {
-        self.put(b"\"");
-        for &b in text.as_bytes() {
-            match b {
-                b'"' => self.put(b"\\\""),
-                b'\\' => self.put(b"\\\\"),
-                0..=0x1f => {
-                    const HEX: &[u8; 16] = b"0123456789abcdef";
-                    let hi = HEX.get(usize::from(b >> 4)).copied().unwrap_or(b'0');
-                    let lo = HEX.get(usize::from(b & 0xf)).copied().unwrap_or(b'0');
-                    self.put(&[b'\\', b'u', b'0', b'0', hi, lo])
-                }
-                _ => self.put(&[b]),
-            };
-        }
-        self.put(b"\"")
-    }
-
-    pub(crate) fn id(&mut self, id: &RequestId) -> &mut Out {
-        match id {
-            RequestId::Number(n) => {
-                if *n < 0 {
-                    self.put(b"-");
-                }
-                self.u64(n.unsigned_abs())
-            }
-            RequestId::String(s) => self.string(s),
-        }
-    }
-
     /// Milliseconds since boot as an ISO-8601 UTC time counted from the Unix epoch (the board
     /// has no real-time clock), e.g. `1970-01-01T00:00:12.345Z`.
     pub(crate) fn time(&mut self, ms: u64) -> &mut Out {
@@ -129,35 +99,49 @@ impl Out {
         let (minutes, sec) = divmod(secs, 60);
         let (hours, min) = divmod(minutes, 60);
         let (days, hour) = divmod(hours, 24);
-        // Howard Hinnant's days-to-civil, for days >= 0 (in 32 bits: years up to 11 million).
-        let z = u32::try_from(days).unwrap_or(u32::MAX - 719_468) + 719_468;
-        let era = z / 146_097;
-        let doe = z % 146_097;
-        let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-        let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-        let mp = (5 * doy + 2) / 153;
-        let day = doy - (153 * mp + 2) / 5 + 1;
-        let month = if mp < 10 { mp + 3 } else { mp - 9 };
-        let year = yoe + era * 400 + u32::from(month <= 2);
-        self.put(b"\"")
-            .u64(year.into())
-            .put(b"-")
-            .two(month)
-            .put(b"-")
-            .two(day);
-        self.put(b"T")
-            .two(hour)
-            .put(b":")
-            .two(min)
-            .put(b":")
-            .two(sec)
-            .put(b".");
-        self.put(&[
-            b'0' + (milli / 100) as u8,
-            b'0' + (milli / 10 % 10) as u8,
-            b'0' + (milli % 10) as u8,
-        ])
-        .put(b"Z\"")
+        // The calendar, a year and then a month at a time: an uptime is decades at most, and
+        // this takes less flash than a closed form.
+        let mut day = u32::try_from(days).unwrap_or(u32::MAX);
+        let mut year = 1970u32;
+        let mut month = 1u32;
+        loop {
+            let leap =
+                year.is_multiple_of(4) && (!year.is_multiple_of(100) || year.is_multiple_of(400));
+            let length = match month {
+                2 => 28 + u32::from(leap),
+                4 | 6 | 9 | 11 => 30,
+                _ => 31,
+            };
+            if day < length {
+                break;
+            }
+            day -= length;
+            month += 1;
+            if month > 12 {
+                month = 1;
+                year += 1;
+            }
+        }
+        // Each field's digits, written from its last one back to the separator before it.
+        let mut text = *b"\"0000-00-00T00:00:00.000Z\"";
+        let fields = [
+            (4, year),
+            (7, month),
+            (10, day + 1),
+            (13, hour),
+            (16, min),
+            (19, sec),
+            (23, milli),
+        ];
+        for (last, mut n) in fields {
+            let mut i = last;
+            while let Some(c) = text.get_mut(i).filter(|c| c.is_ascii_digit()) {
+                *c = b'0' + (n % 10) as u8;
+                n /= 10;
+                i -= 1;
+            }
+        }
+        self.put(&text)
     }
 }
 

@@ -32,16 +32,21 @@ pub(crate) fn is_string(object: &[u8], key: &str, expected: &str) -> bool {
         .is_some_and(|raw| json::unescaped_eq(raw, expected))
 }
 
-/// A member that is a non-negative integer literal (no fraction, no exponent) fitting a `u64`.
-pub(crate) fn unsigned(m: &Member<'_>) -> Option<u64> {
-    if m.kind != Kind::Number || m.value.is_empty() || !m.value.iter().all(u8::is_ascii_digit) {
+/// A member that is a non-negative integer literal (no fraction, no exponent) of at most `max`
+/// (below 10^9). A JSON integer has no leading zero, so one of ten digits or more is above it:
+/// nine digits are summed in 32 bits without overflow.
+pub(crate) fn at_most(m: &Member<'_>, max: u32) -> Option<u64> {
+    if m.kind != Kind::Number || m.value.is_empty() || m.value.len() > 9 {
         return None;
     }
-    let mut n: u64 = 0;
+    let mut n: u32 = 0;
     for &d in m.value {
-        n = n.checked_mul(10)?.checked_add(u64::from(d - b'0'))?;
+        if !d.is_ascii_digit() {
+            return None;
+        }
+        n = n * 10 + u32::from(d - b'0');
     }
-    Some(n)
+    (n <= max).then_some(u64::from(n))
 }
 
 /// What a modern request's `_meta` says (MCP digest, a.4).

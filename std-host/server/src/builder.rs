@@ -6,13 +6,13 @@ use std::sync::Arc;
 
 use serde_json::{Map, Value};
 
-use super::process::{Extra, Forward, Process};
-use super::ServeError;
 use crate::config::{self, ServeCommand, ServeConfig};
-#[cfg(feature = "postgres")]
-use crate::store::{PgConfig, PgStore};
-use crate::store::{Store, StoreConfig, TaskStore};
+use crate::error::ServeError;
+use crate::process::{Extra, Forward, Process};
 use crate::tool::{Registry, Tool};
+#[cfg(feature = "postgres")]
+use taskstream_store::{PgConfig, PgStore};
+use taskstream_store::{Store, StoreConfig, TaskStore};
 
 /// Builds and runs an MCP server whose tools are yours (see [`crate::tool`]): both protocol
 /// eras, Tasks, `tasks/stream` with retention and `events_gone`, events durable before any
@@ -131,14 +131,21 @@ impl ServerBuilder {
         }
     }
 
-    /// Capabilities beyond `tools` and `tasks` (the gateway's relayed ones).
-    pub(crate) fn capabilities(mut self, caps: Map<String, Value>) -> ServerBuilder {
+    /// Capabilities beyond `tools` and `tasks` that `initialize` and `server/discover`
+    /// declare (`resources`, `prompts`, `logging`, `completions`, …): for a server that
+    /// answers those requests through a [`Forward`] (the gateway relays another server's).
+    /// They never replace `tools`, `tasks` or `extensions`.
+    #[must_use]
+    pub fn capabilities(mut self, caps: Map<String, Value>) -> ServerBuilder {
         self.capabilities = caps;
         self
     }
 
-    /// Where requests other than tools and Tasks go (the gateway).
-    pub(crate) fn forward(mut self, forward: Arc<dyn Forward>) -> ServerBuilder {
+    /// Where the requests and notifications that this server does not answer itself go, for
+    /// the methods that `forward` [`handles`](Forward::handles) (the gateway passes them to
+    /// the server behind it).
+    #[must_use]
+    pub fn forward(mut self, forward: Arc<dyn Forward>) -> ServerBuilder {
         self.forward = Some(forward);
         self
     }
@@ -157,17 +164,18 @@ impl ServerBuilder {
         tools.extend(self.tools);
         let mut extra = Extra::builtin();
         if !self.builtin || self.name != "taskstream" {
-            extra.server_info = serde_json::json!({ "name": self.name, "version": self.version });
+            extra.identity.server_info =
+                serde_json::json!({ "name": self.name, "version": self.version });
             let text = self.instructions.unwrap_or_else(|| {
                 "Tools run as tasks when asked to; follow a task's events with tasks/stream \
                  (SEP-2694), resuming with `after` = the last seq you processed."
                     .into()
             });
-            extra.instructions = (text.clone(), text);
+            extra.identity.instructions = (text.clone(), text);
         }
-        extra.capabilities = self.capabilities;
+        extra.identity.capabilities = self.capabilities;
         if self.config.retention.retain_from_checkpoint {
-            advertise_checkpoints(&mut extra.capabilities);
+            advertise_checkpoints(&mut extra.identity.capabilities);
         }
         extra.forward = self.forward;
         let store: Arc<dyn TaskStore> = match &self.config.store_url {
@@ -197,7 +205,7 @@ impl ServerBuilder {
         let socket = self.config.socket.zip(self.config.data_dir.clone());
         let process = self.start().map_err(ServeError::Start)?;
         if let Some(addr) = &process.config.metrics_addr {
-            super::http::serve_ops(Arc::clone(&process), addr)?;
+            crate::http::serve_ops(Arc::clone(&process), addr)?;
         }
         if let Some((socket, dir)) = socket {
             if socket.detach {
@@ -206,12 +214,12 @@ impl ServerBuilder {
             }
             let idle = (socket.idle_exit_secs > 0)
                 .then(|| std::time::Duration::from_secs(socket.idle_exit_secs));
-            return super::serve_socket(process, &dir, idle);
+            return crate::socket::serve_socket(process, &dir, idle);
         }
         if let Some(http) = http {
-            return super::serve_http(process, &http);
+            return crate::http::serve_http(process, &http);
         }
-        super::serve_process(
+        crate::stdio::serve_process(
             process,
             std::io::stdin().lock(),
             Box::new(std::io::stdout()),
@@ -230,7 +238,7 @@ impl ServerBuilder {
         output: Box<dyn std::io::Write + Send>,
     ) -> Result<(), ServeError> {
         let process = self.start().map_err(ServeError::Start)?;
-        super::serve_process(process, input, output)
+        crate::stdio::serve_process(process, input, output)
     }
 
     /// The whole `main` of a server: takes `serve`'s options from the process's arguments,
@@ -295,7 +303,7 @@ pub(super) fn open_pg(config: &ServeConfig, url: &str) -> Result<PgStore, String
 pub fn open_store(config: &ServeConfig) -> Result<Store, String> {
     // The store creates a missing data dir itself, owner-only (0700); creating it here first
     // would leave it with the umask's mode.
-    let store = Store::open(store_config(config), crate::clock::now())
+    let store = Store::open(store_config(config), taskstream_store::clock::now())
         .map_err(|e| format!("cannot open the store: {e}"))?;
     let report = store.recovery();
     for w in &report.warnings {

@@ -3,6 +3,10 @@
 //! [`ServeArgs::resolve`] turns it and the environment into a [`ServeConfig`]. Parsing only:
 //! nothing here opens files or reads the clock; the environment is passed in so tests need not
 //! touch the process's.
+//!
+//! Why one file past ~600 lines: every `serve` option is one field of [`ServeArgs`], with its
+//! default, range and conflicts written once on the field (CONTRIBUTING.md), and one field of
+//! [`ServeConfig`]; splitting the options would split that one list.
 
 use std::ffi::OsString;
 use std::path::PathBuf;
@@ -11,7 +15,7 @@ use clap::builder::{PossibleValuesParser, TypedValueParser};
 use clap::{Args, CommandFactory, FromArgMatches};
 use taskstream_core::{Millis, RetentionPolicy};
 
-use crate::store::{Durability, DEFAULT_INDEX_CACHE_BYTES, DEFAULT_MAX_STORE_BYTES};
+use taskstream_store::{Durability, DEFAULT_INDEX_CACHE_BYTES, DEFAULT_MAX_STORE_BYTES};
 
 /// The most active `tasks/stream` requests one connection may hold, whatever `--max-streams`
 /// says (the capacity of the server's stream table).
@@ -75,19 +79,19 @@ pub struct ServeArgs {
     /// With --store: a replica's running tasks end failed this long after it stopped renewing
     /// its lease
     #[arg(long, value_name = "SECS", requires = "store",
-          default_value_t = crate::store::DEFAULT_LEASE_TIMEOUT.as_secs(),
+          default_value_t = taskstream_store::DEFAULT_LEASE_TIMEOUT.as_secs(),
           value_parser = clap::value_parser!(u64).range(1..=86_400))]
     pub lease_timeout: u64,
     /// With --store: how many database connections reads (replays, tasks/get) may hold at
     /// once, beside the writers' own
     #[arg(long, value_name = "N", requires = "store",
-          default_value_t = crate::store::DEFAULT_PG_POOL_SIZE as u64,
+          default_value_t = taskstream_store::DEFAULT_PG_POOL_SIZE as u64,
           value_parser = clap::value_parser!(u64).range(1..=1024))]
     pub store_pool: u64,
     /// With --store: how many connections commit batches of events side by side (each task's
     /// events always through the same one)
     #[arg(long, value_name = "N", requires = "store",
-          default_value_t = crate::store::DEFAULT_PG_WRITERS as u64,
+          default_value_t = taskstream_store::DEFAULT_PG_WRITERS as u64,
           value_parser = clap::value_parser!(u64).range(1..=16))]
     pub store_writers: u64,
     /// Events retained per task
@@ -231,6 +235,9 @@ pub struct ServeArgs {
     #[arg(long, value_name = "SECS", default_value_t = 0, help_heading = HTTP,
           value_parser = clap::value_parser!(u64).range(0..=3600))]
     pub drain_secs: u64,
+    /// Turn off the live status page (`GET /`, `/status.js`, `/status.json`)
+    #[arg(long, help_heading = HTTP)]
+    pub no_status_page: bool,
     /// Serve the Unix socket `taskstream.sock` inside the data dir (0600; peers of another user
     /// are refused); each accepted socket is one connection
     #[arg(long, help_heading = SOCKET, conflicts_with = "in_memory")]
@@ -345,6 +352,8 @@ pub struct HttpConfig {
     pub limits: HttpLimits,
     /// How long readiness fails before the streams end, after SIGTERM (`--drain-secs`).
     pub drain: std::time::Duration,
+    /// Serve the live status page at `/` (off with `--no-status-page`).
+    pub status_page: bool,
 }
 
 /// `serve --http --oauth-issuer`: the server is an OAuth 2.1 resource server
@@ -417,9 +426,9 @@ impl ServeConfig {
             http: None,
             socket: None,
             store_url: None,
-            lease_timeout: crate::store::DEFAULT_LEASE_TIMEOUT,
-            store_pool: crate::store::DEFAULT_PG_POOL_SIZE,
-            store_writers: crate::store::DEFAULT_PG_WRITERS,
+            lease_timeout: taskstream_store::DEFAULT_LEASE_TIMEOUT,
+            store_pool: taskstream_store::DEFAULT_PG_POOL_SIZE,
+            store_writers: taskstream_store::DEFAULT_PG_WRITERS,
             metrics_addr: None,
         }
     }
@@ -481,7 +490,7 @@ pub fn parse_serve(
 /// Options that mean something only beside another: (option, its flag, the one it needs).
 /// clap's `requires` says the same but lets it go when the needed option conflicts with one
 /// given (`--in-memory --idle-exit 5`); this check does not.
-const REQUIREMENTS: [(&str, &str, &str); 9] = [
+const REQUIREMENTS: [(&str, &str, &str); 10] = [
     ("lease_timeout", "--lease-timeout", "--store"),
     ("store_pool", "--store-pool", "--store"),
     ("store_writers", "--store-writers", "--store"),
@@ -491,6 +500,7 @@ const REQUIREMENTS: [(&str, &str, &str); 9] = [
     ("oauth_issuer", "--oauth-issuer", "--http"),
     ("allowed_origin", "--allowed-origin", "--http"),
     ("drain_secs", "--drain-secs", "--http"),
+    ("no_status_page", "--no-status-page", "--http"),
 ];
 
 /// Refuses an option given on the command line without the option it needs
@@ -580,6 +590,7 @@ impl ServeArgs {
             http: self.http.map(|bind| HttpConfig {
                 bind,
                 drain: std::time::Duration::from_secs(self.drain_secs),
+                status_page: !self.no_status_page,
                 auth_token_file: self.auth_token_file,
                 oauth,
                 allowed_origins: self.allowed_origin,

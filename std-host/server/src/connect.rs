@@ -15,6 +15,10 @@
 //!   exits 1, so the host restarts it, which starts a fresh server that recovers the data dir.
 //!
 //! Its own logs go to stderr; stdout carries only MCP messages.
+//!
+//! Why one file past ~600 lines: `taskstream connect` is one program, a relay whose parts
+//! (finding or starting the background server, the hello, the two pumps, the restart on a
+//! lost server) share its stop flag and its error paths.
 
 use std::collections::HashSet;
 use std::ffi::OsString;

@@ -16,9 +16,8 @@ use prometheus_client::metrics::MetricType;
 use prometheus_client::registry::{Registry, Unit};
 use taskstream_core::{Millis, RetentionPolicy, Seq};
 
-use crate::process::Process;
-use crate::store::stats::Histogram;
-use crate::store::{
+use taskstream_store::stats::Histogram;
+use taskstream_store::{
     AppendError, ChangeSignal, RawEvent, StoreError, StoreStats, TaskRecord, TaskStatus, TaskStore,
     TaskView,
 };
@@ -110,15 +109,26 @@ impl Metrics {
 }
 
 /// Held by each open stream (in its entry of the connection's table): counts it in
-/// `taskstream_streams_open` for as long as it lives, however the stream ends.
+/// `taskstream_streams_open` and lists it among the task's followers ([`crate::follow`]) for
+/// as long as it lives, however the stream ends.
 #[derive(Debug)]
-pub(crate) struct OpenStream(());
+pub(crate) struct OpenStream(crate::follow::Follower);
 
 impl OpenStream {
-    /// Counts a stream as open until this is dropped.
-    pub(crate) fn new() -> OpenStream {
+    /// Counts a stream of `task_id` that starts at seq `start` as open until this is dropped.
+    pub(crate) fn new(task_id: &str, start: u64) -> OpenStream {
         METRICS.streams_open.fetch_add(1, Ordering::Relaxed);
-        OpenStream(())
+        OpenStream(crate::follow::Follower::new(task_id, start))
+    }
+
+    /// The frame carrying `seq` was written to the client (for its lag).
+    pub(crate) fn delivered(&self, seq: u64) {
+        self.0.delivered(seq);
+    }
+
+    /// A handle that records this stream's deliveries where its frames are written.
+    pub(crate) fn delivery(&self) -> crate::follow::Delivery {
+        self.0.delivery()
     }
 }
 
@@ -228,31 +238,32 @@ impl TaskStore for Metered {
     }
 }
 
-/// Whether the process is ready for traffic (`/readyz`): `Err` says why not.
-///
-/// # Errors
-/// Shutting down, or the store cannot take writes.
-pub(crate) fn ready(process: &Process) -> Result<(), String> {
-    if process.is_draining() {
-        return Err("shutting down".into());
-    }
-    process.store.health()
-}
+/// The upper bounds of `taskstream_stream_lag_events`' buckets (events).
+static LAG_BOUNDS: [u64; taskstream_store::stats::BUCKETS - 1] =
+    [0, 1, 2, 4, 8, 16, 64, 256, 1024, 4096, 16384, 65536];
 
 /// The content type of [`encode`]'s text.
 pub(crate) const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
 
-/// Every metric of the process, in the Prometheus text format.
-pub(crate) fn encode(process: &Arc<Process>) -> String {
+/// Every metric of the process, in the Prometheus text format: the counters of [`METRICS`],
+/// what `store` reports when asked, and `ready` (whether `/readyz` answers 200).
+pub(crate) fn encode(store: &Arc<dyn TaskStore>, ready: bool) -> String {
     let mut registry = Registry::default();
-    registry.register_collector(Box::new(Scrape(Arc::clone(process))));
+    registry.register_collector(Box::new(Scrape {
+        store: Arc::clone(store),
+        ready,
+    }));
     let mut out = String::new();
     // Writing to a String fails only if a metric's encoding does; then what was written stands.
     let _ = prometheus_client::encoding::prometheus_text::encode(&mut out, &registry);
     out
 }
 
-struct Scrape(Arc<Process>);
+/// One scrape: the store read as it is asked, readiness as it was when the scrape began.
+struct Scrape {
+    store: Arc<dyn TaskStore>,
+    ready: bool,
+}
 
 impl fmt::Debug for Scrape {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -297,8 +308,7 @@ impl prometheus_client::collector::Collector for Scrape {
         &self,
         mut enc: prometheus_client::encoding::DescriptorEncoder,
     ) -> Result<(), fmt::Error> {
-        let process = &self.0;
-        let store = &process.store;
+        let store = &self.store;
         let kind = [("store", store.kind())];
         let m = &METRICS;
 
@@ -378,6 +388,29 @@ impl prometheus_client::collector::Collector for Scrape {
             None,
             m.streams_open.load(Ordering::Relaxed),
         )?;
+        {
+            // Each open stream's lag: the events its task has that it has not delivered yet.
+            let mut next_of: std::collections::HashMap<String, u64> =
+                std::collections::HashMap::new();
+            let lags = taskstream_store::stats::AtomicHistogram::new(&LAG_BOUNDS);
+            for (task_id, stream_next) in crate::follow::snapshot() {
+                let task_next = *next_of
+                    .entry(task_id)
+                    .or_insert_with_key(|id| store.task(id).map_or(0, |v| v.retained.next().get()));
+                lags.record(crate::follow::lag(task_next, stream_next));
+            }
+            Hist {
+                h: lags.snapshot(),
+                divisor: 1.0,
+            }
+            .encode(enc.encode_descriptor(
+                "taskstream_stream_lag_events",
+                "Open tasks/stream streams by lag when scraped: events their task has (latest \
+                 seq + 1) that the stream has not delivered yet.",
+                None,
+                MetricType::Histogram,
+            )?)?;
+        }
         counter(
             &mut enc,
             "taskstream_replays",
@@ -494,7 +527,7 @@ impl prometheus_client::collector::Collector for Scrape {
             "1 when /readyz answers 200: the store takes writes and the server is not \
              shutting down.",
             None,
-            i64::from(ready(process).is_ok()),
+            i64::from(self.ready),
         )
     }
 }

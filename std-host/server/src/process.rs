@@ -12,6 +12,13 @@
 //! gone is simply skipped. Lock order: a connection's locks → `conns` → `runners`; `wakers` is
 //! a leaf. No lock here is held across store I/O except `runners` in `cancel_task` (a map
 //! lookup, then released before the store is called).
+//!
+//! Why one file past ~600 lines: everything here is one struct's, [`Process`], whose fields
+//! are private to this file: starting, running and ending tasks (and their sink), the sweep,
+//! the wake-ups and the requests asked of clients share its locks and their order (above).
+//! A part moved to a file below it would have to reach back up into `Process`; the part that
+//! stands alone, the scheduler of stepped tasks, is `process/steps.rs`, and it sees the
+//! process only as a `Host`.
 
 use std::collections::HashMap;
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -23,28 +30,27 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 use tokio::sync::Notify;
 
-use super::cancel::CancelToken;
-use super::era::Codec;
-use super::guard::FailedLookups;
-use super::heap::HeapTrimmer;
-use super::tasks::refusal;
-use super::wire::ServerError;
-use super::ConnectionState;
-use crate::clock;
+use crate::cancel::CancelToken;
 use crate::config::ServeConfig;
+use crate::guard::FailedLookups;
+use crate::heap::HeapTrimmer;
 use crate::log::log;
-use crate::store::{AppendError, StoreError, TaskStatus, TaskStore, STATUS_EVENT_TYPE};
 use crate::tool::{
-    text_result, AskError, Outcome, Registry, Sink, ToolError, Workload, PROGRESS_TYPE,
+    text_result, AskError, Outcome, Registry, Sink, Step, TaskContext, ToolError, Workload,
+    PROGRESS_TYPE,
 };
+use crate::wire::era::{Codec, Identity};
+use crate::wire::task::refusal;
+use crate::wire::ServerError;
+use taskstream_store::clock;
+use taskstream_store::{AppendError, StoreError, TaskStatus, TaskStore, STATUS_EVENT_TYPE};
 
 mod steps;
 
+use steps::TASK_STACK_BYTES;
+
 /// The id prefix of the requests a server makes of its clients through [`Process::ask_client`].
 pub(crate) const ASKED_PREFIX: &str = "taskstream-ask-";
-
-/// Stack of a task thread: workloads are shallow.
-const TASK_STACK_BYTES: usize = 256 * 1024;
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(PoisonError::into_inner)
@@ -72,6 +78,15 @@ struct Runner {
 
 /// The process-wide half of the server: one per `taskstream serve`, shared by every
 /// connection it serves.
+///
+/// It lives as long as the process: [`start`](Self::start) makes it (and its sweep thread),
+/// every connection holds an `Arc` of it, and [`shut_down`](Self::shut_down) stops its tasks
+/// and threads. What it holds lives as long as it does (the configuration, the store handle,
+/// the tools, what the server says of itself, the sweep, the step workers), except the
+/// entries of its tables, each of which lives as long as one thing: a running task (`runners`,
+/// `threads`, `wakers`), a connection (`conns`, held weakly: a connection that is gone is
+/// skipped), a principal (`failures`), a request asked of a client (`asked`), an input request
+/// (`inputs`). Nothing of one connection is kept here: that is the engine's `ConnectionState`.
 pub struct Process {
     pub(crate) config: ServeConfig,
     pub(crate) store: Arc<dyn TaskStore>,
@@ -88,7 +103,7 @@ pub struct Process {
     /// Tasks of stepped tools, which wait without a thread of their own.
     steps: Arc<steps::Scheduler>,
     /// Connections to tell about ended tasks.
-    conns: Mutex<Vec<Weak<ConnectionState>>>,
+    conns: Mutex<Vec<Weak<dyn Peer>>>,
     /// Per-task wake-ups for stream deliveries that wait without a thread.
     wakers: Mutex<HashMap<u128, Weak<Notify>>>,
     /// The failed-lookup allowance of each principal, for connections that share one (HTTP).
@@ -132,7 +147,7 @@ impl Process {
         let process = Arc::new(Process {
             config,
             store,
-            server_info: extra.server_info.clone(),
+            server_info: extra.identity.server_info.clone(),
             tools,
             extra,
             runners: Mutex::new(HashMap::new()),
@@ -184,6 +199,17 @@ impl Process {
     /// Whether the process drains or shuts down (not ready for new clients).
     pub(crate) fn is_draining(&self) -> bool {
         self.draining.load(Ordering::Relaxed) || self.is_shutting_down()
+    }
+
+    /// Whether the process is ready for traffic (`/readyz`): `Err` says why not.
+    ///
+    /// # Errors
+    /// Shutting down, or the store cannot take writes.
+    pub(crate) fn readiness(&self) -> Result<(), String> {
+        if self.is_draining() {
+            return Err("shutting down".into());
+        }
+        self.store.health()
     }
 
     /// Whether [`shut_down`](Self::shut_down) has begun.
@@ -259,7 +285,7 @@ impl Process {
     /// # Errors
     /// The JSON-RPC error object to pass back: the client's own, or one saying that no client
     /// was connected or that it did not answer in time.
-    pub(crate) fn ask_client(
+    pub fn ask_client(
         &self,
         principal: Option<&str>,
         method: &str,
@@ -269,9 +295,9 @@ impl Process {
         let conn = lock(&self.conns)
             .iter()
             .filter_map(Weak::upgrade)
-            .rfind(|c| c.can_be_asked() && principal.is_none_or(|p| c.config.principal == p));
+            .rfind(|c| c.can_be_asked() && principal.is_none_or(|p| c.principal() == p));
         match conn {
-            Some(conn) => self.ask_connection(&conn, method, params, timeout),
+            Some(conn) => self.ask_connection(&*conn, method, params, timeout),
             None => Err(serde_json::json!({"code": -32603, "message": format!(
                 "no client is connected that could answer {}", shown(method)
             )})),
@@ -281,7 +307,7 @@ impl Process {
     /// [`ask_client`](Self::ask_client) of one connection (which can be asked).
     pub(crate) fn ask_connection(
         &self,
-        conn: &ConnectionState,
+        conn: &dyn Peer,
         method: &str,
         params: Value,
         timeout: Duration,
@@ -312,10 +338,11 @@ impl Process {
     }
 
     /// Registers a connection to be told when tasks end.
-    pub(crate) fn register(&self, conn: &Arc<ConnectionState>) {
+    pub(crate) fn register<P: Peer + 'static>(&self, conn: &Arc<P>) {
         let mut conns = lock(&self.conns);
         conns.retain(|c| c.strong_count() > 0);
-        conns.push(Arc::downgrade(conn));
+        let weak: Weak<P> = Arc::downgrade(conn);
+        conns.push(weak);
     }
 
     /// The failed-lookup allowance shared by `principal`'s connections (HTTP).
@@ -578,7 +605,7 @@ impl Process {
     /// Tells every live connection of `principal` that task `key` reached a terminal status
     /// (status notification, waiting `tasks/result` answers), and wakes its streams.
     pub(crate) fn announce(&self, key: u128, principal: &str) {
-        let conns: Vec<Arc<ConnectionState>> =
+        let conns: Vec<Arc<dyn Peer>> =
             lock(&self.conns).iter().filter_map(Weak::upgrade).collect();
         for c in conns {
             c.task_finished(key, principal);
@@ -606,7 +633,7 @@ fn run_doorbell(process: &Weak<Process>) {
             epoch = now;
             if let Some(p) = process.upgrade() {
                 p.wake_all();
-                let conns: Vec<Arc<ConnectionState>> =
+                let conns: Vec<Arc<dyn Peer>> =
                     lock(&p.conns).iter().filter_map(Weak::upgrade).collect();
                 for c in conns {
                     c.check_remote_ends();
@@ -614,6 +641,59 @@ fn run_doorbell(process: &Weak<Process>) {
             }
         }
     }
+}
+
+impl steps::Host for Process {
+    /// Runs one step of `task`; a panic ends the work failed.
+    fn run_step(&self, task: &mut steps::SteppedTask) -> Result<Step, ToolError> {
+        let mut sink = TaskSink {
+            process: self,
+            key: task.key,
+            task_id: &task.task_id,
+            principal: &task.principal,
+            codec: task.codec,
+            token: &task.token,
+            next: task.next,
+        };
+        let steps = &mut task.steps;
+        let ran = catch_unwind(AssertUnwindSafe(|| {
+            let mut ctx = TaskContext::new(&mut sink);
+            steps.step(&mut ctx)
+        }));
+        task.next = sink.next;
+        match ran {
+            Ok(outcome) => outcome,
+            Err(panic) => Err(task.tool.panicked(&*panic)),
+        }
+    }
+
+    fn end_task(
+        &self,
+        key: u128,
+        task_id: &str,
+        principal: &str,
+        outcome: Result<Outcome, ToolError>,
+        codec: Codec,
+    ) {
+        Process::end_task(self, key, task_id, principal, outcome, codec);
+    }
+}
+
+/// A connection as the process sees it: told when tasks end, and asked on behalf of a task
+/// (SEP-2663 input, the gateway's relays). The process holds it weakly: a connection that is
+/// gone is simply skipped.
+pub(crate) trait Peer: Send + Sync {
+    /// The principal the connection acts as.
+    fn principal(&self) -> &str;
+    /// Task `key` of `principal` ended: the connection queues what it owes for it.
+    fn task_finished(&self, key: u128, principal: &str);
+    /// The store's signal moved: with a shared store, the connection looks for tasks it
+    /// waits for that ended through another replica.
+    fn check_remote_ends(&self);
+    /// Whether a request may be asked of this client now.
+    fn can_be_asked(&self) -> bool;
+    /// Writes one line to the client.
+    fn send_line(&self, line: &[u8]);
 }
 
 /// A task's sink: appends each event to the store (durable before it returns), then wakes the
@@ -837,12 +917,8 @@ pub(crate) fn progress_payload(
 /// answer itself go.
 #[derive(Clone)]
 pub(crate) struct Extra {
-    /// `serverInfo`.
-    pub(crate) server_info: Value,
-    /// `instructions` (with Tasks, and for a 2025-06-18 session without).
-    pub(crate) instructions: (String, String),
-    /// Capabilities beyond `tools` and `tasks` (`resources`, `prompts`, `logging`, …).
-    pub(crate) capabilities: serde_json::Map<String, Value>,
+    /// What `initialize` and `server/discover` say.
+    pub(crate) identity: Identity,
     /// Where other requests go.
     pub(crate) forward: Option<Arc<dyn Forward>>,
 }
@@ -851,19 +927,18 @@ impl Extra {
     /// `taskstream serve`'s.
     pub(crate) fn builtin() -> Extra {
         Extra {
-            server_info: super::era::server_info(),
-            instructions: (
-                super::era::INSTRUCTIONS.to_owned(),
-                super::era::INSTRUCTIONS_WITHOUT_TASKS.to_owned(),
-            ),
-            capabilities: serde_json::Map::new(),
+            identity: Identity::builtin(),
             forward: None,
         }
     }
 }
 
-/// Requests a server passes on instead of answering (the gateway's).
-pub(crate) trait Forward: Send + Sync {
+/// Requests a server passes on instead of answering (a gateway's: to the server behind it),
+/// given to [`ServerBuilder::forward`](crate::ServerBuilder::forward). A request of a method it
+/// [`handles`](Self::handles) is passed on from a thread of its own and answered with what
+/// [`request`](Self::request) returns; the modern `_meta` keys of the request are this hop's
+/// and are taken off first.
+pub trait Forward: Send + Sync {
     /// Whether requests of `method` are passed on.
     fn handles(&self, method: &str) -> bool;
     /// Passes a request on and waits for its answer (a result, or a JSON-RPC error object).

@@ -25,8 +25,11 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use super::{io, Connection, Process, ServeError};
+use crate::engine::Connection;
+use crate::error::ServeError;
+use crate::io;
 use crate::log::log;
+use crate::process::Process;
 
 /// The socket's file name inside the data dir.
 pub const SOCKET_FILE: &str = "taskstream.sock";
@@ -160,7 +163,7 @@ pub fn serve_socket(
             .map_err(|e| fail(format!("{}: {e}", path.display())))?;
         let listener = tokio::net::UnixListener::from_std(listener)
             .map_err(|e| fail(format!("{}: {e}", path.display())))?;
-        let signal = super::http::shutdown_signal()?;
+        let signal = crate::signal::shutdown_signal()?;
         tokio::pin!(signal);
         log!(
             Info,
@@ -240,7 +243,7 @@ pub fn serve_socket(
         let _ = t.join();
     }
     if process.store.has_failed() {
-        std::process::exit(super::delivery::EXIT_STORAGE_FAILED);
+        std::process::exit(crate::wire::EXIT_STORAGE_FAILED);
     }
     result
 }

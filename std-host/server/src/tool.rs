@@ -39,6 +39,11 @@
 //! );
 //! assert_eq!(countdown.name(), "countdown");
 //! ```
+//!
+//! Why one file past ~600 lines: it is the whole public tool API, read as one page by whoever
+//! writes a tool; its parts (`Tool`, `TaskContext`, `ToolResult` / `ToolError`, the `Sink` the
+//! server implements, the `Registry` and the schema check) refer to each other throughout, and
+//! about a third of it is the doc comments and examples of public items.
 
 use std::fmt;
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -115,7 +120,7 @@ pub enum AskError {
 
 /// The message of a JSON-RPC error object, bounded, for a client to read (it may come from
 /// another program).
-pub(crate) fn error_message(e: &Value) -> String {
+pub fn error_message(e: &Value) -> String {
     let m = e
         .get("message")
         .and_then(Value::as_str)
@@ -211,7 +216,10 @@ impl ToolResult {
 }
 
 /// Checks the shape of a `CallToolResult` (MCP-DIGEST a.7).
-pub(crate) fn check_result(value: &Value) -> Result<(), InvalidResult> {
+///
+/// # Errors
+/// What is wrong with it.
+pub fn check_result(value: &Value) -> Result<(), InvalidResult> {
     let obj = value.as_object().ok_or(InvalidResult("not an object"))?;
     let content = obj
         .get("content")
@@ -700,7 +708,8 @@ impl Tool {
 
     /// A tool whose `tools/list` entry is `definition` exactly as given (it must have a string
     /// `name`), with no argument checking by the server: for relaying another server's tools.
-    pub(crate) fn relayed(definition: Map<String, Value>, handler: Arc<Handler>) -> Tool {
+    #[must_use]
+    pub fn relayed(definition: Map<String, Value>, handler: Arc<Handler>) -> Tool {
         Tool {
             definition,
             handler,

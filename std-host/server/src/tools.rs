@@ -5,8 +5,8 @@
 
 use serde_json::{json, Map, Value};
 
-use super::era::Era;
 use crate::tool::{Registry, Workload};
+use crate::wire::era::Era;
 
 /// Why a call cannot run.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -14,3 +14,4 @@ mod long_lived;
 mod oauth;
 mod ops;
 mod scale;
+mod status;

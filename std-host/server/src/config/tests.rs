@@ -57,7 +57,7 @@ fn store_takes_a_postgres_url_instead_of_a_data_dir() {
     let c = run(&["--store", "postgres://u@h:5432/db"], &[("HOME", "/h")]);
     assert_eq!(c.store_url.as_deref(), Some("postgres://u@h:5432/db"));
     assert_eq!(c.data_dir, None, "no data dir with --store");
-    assert_eq!(c.lease_timeout, crate::store::DEFAULT_LEASE_TIMEOUT);
+    assert_eq!(c.lease_timeout, taskstream_store::DEFAULT_LEASE_TIMEOUT);
     let c = run(
         &["--store=postgresql://u@h/db", "--lease-timeout", "3"],
         &[],
@@ -227,6 +227,7 @@ fn http_options() {
             max_sessions: 3,
             limits: HttpLimits::default(),
             drain: std::time::Duration::ZERO,
+            status_page: true,
         })
     );
     let c = run(

@@ -17,6 +17,9 @@
 //!
 //! Nothing here blocks the runtime: fetches are async (reqwest), and a token check is a
 //! signature verification on keys already in memory.
+//!
+//! Why one file past ~600 lines: it is one resource server, the issuer's metadata and keys,
+//! the token check and the challenges, which share one cache.
 
 use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};

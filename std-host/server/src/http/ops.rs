@@ -22,6 +22,11 @@ use crate::process::Process;
 /// The HTTP server's entry: the operations endpoints, else `/mcp` ([`super::handle`]); every
 /// response counted by its status class.
 pub(super) async fn serve(State(server): State<Arc<Server>>, request: Request) -> Response {
+    if let Some(asset) = super::status::asset(&request).filter(|_| server.status_page) {
+        let response = super::status::answer(&server, asset, request.headers()).await;
+        metrics::METRICS.http_response(response.status().as_u16());
+        return response;
+    }
     let response = match ops_path(&request) {
         Some(path) => {
             let headers = request.headers();
@@ -87,7 +92,10 @@ fn plain(status: StatusCode, text: &str) -> Response {
 fn answer(process: &Arc<Process>, path: Path) -> Response {
     match path {
         Path::Metrics => {
-            let mut r = Response::new(Body::from(metrics::encode(process)));
+            let mut r = Response::new(Body::from(metrics::encode(
+                &process.store,
+                process.readiness().is_ok(),
+            )));
             r.headers_mut().insert(
                 header::CONTENT_TYPE,
                 HeaderValue::from_static(metrics::CONTENT_TYPE),
@@ -95,7 +103,7 @@ fn answer(process: &Arc<Process>, path: Path) -> Response {
             r
         }
         Path::Health => plain(StatusCode::OK, "ok\n"),
-        Path::Ready => match metrics::ready(process) {
+        Path::Ready => match process.readiness() {
             Ok(()) => plain(StatusCode::OK, "ready\n"),
             Err(why) => plain(
                 StatusCode::SERVICE_UNAVAILABLE,

@@ -18,10 +18,11 @@ use axum::body::Bytes;
 use futures_util::Stream;
 use tokio::sync::Notify;
 
-use super::super::delivery::STORAGE_FAILED;
-use super::super::stream::{Detached, DetachedStart, Frame};
-use super::super::wire::ServerError;
-use super::super::{ConnectionState, Process};
+use crate::engine::ConnectionState;
+use crate::engine::{Detached, DetachedStart, Frame};
+use crate::process::Process;
+use crate::wire::ServerError;
+use crate::wire::STORAGE_FAILED;
 
 /// A quiet stream sends a comment this often (proxies and clients keep it open).
 pub(crate) const KEEP_ALIVE: Duration = Duration::from_secs(10);
@@ -177,7 +178,7 @@ impl StreamHold {
     /// Opens the stream on the calling (blocking) thread, arming the hold if it was admitted.
     pub(crate) fn open(
         mut self,
-        era: super::super::era::Era,
+        era: crate::wire::era::Era,
         raw: &[u8],
     ) -> (StreamHold, Result<DetachedStart, ServerError>) {
         let opened = self.shared.open_detached(&self.id, era, raw, self.held);

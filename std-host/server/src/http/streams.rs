@@ -12,14 +12,14 @@ use serde_json::{json, Value};
 use taskstream_core::rpc::{ErrorCode, Reason};
 use taskstream_core::RequestId;
 
-use super::super::era::{Era, Session};
-use super::super::stream::DetachedStart;
-use super::super::wire::ServerError;
-use super::super::ConnectionState;
 use super::{
     header_str, http_error, json_response, lock, sse, sse_response, status, HttpSession, Server,
     HISTORY,
 };
+use crate::engine::ConnectionState;
+use crate::engine::DetachedStart;
+use crate::wire::era::{Era, Session};
+use crate::wire::ServerError;
 
 /// The answer when a principal's streams are at `--max-principal-streams` (SE-07): the limit
 /// named is the one that was hit, never the connection's.
@@ -180,7 +180,7 @@ impl Server {
         // The new response takes over the old one's hold.
         old.superseded.store(true, Ordering::Release);
         session.shared.release_detached(&old.id);
-        if let Some(key) = super::super::tasks::parse_task_id(&old.task_id) {
+        if let Some(key) = crate::wire::task::parse_task_id(&old.task_id) {
             self.process.wake(key);
         }
         let after = match seq {

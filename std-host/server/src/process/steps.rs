@@ -14,16 +14,37 @@
 
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap, VecDeque};
-use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::{Arc, Condvar, Mutex, Weak};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError, Weak};
 use std::thread::JoinHandle;
 use std::time::Instant;
 
-use super::{lock, Process, TaskSink, TASK_STACK_BYTES};
 use crate::cancel::CancelToken;
-use crate::era::Codec;
 use crate::log::log;
-use crate::tool::{Step, Steps, TaskContext, Tool, ToolError};
+use crate::tool::{Outcome, Step, Steps, Tool, ToolError};
+use crate::wire::era::Codec;
+
+/// Stack of a task thread (and of a step worker): workloads are shallow.
+pub(super) const TASK_STACK_BYTES: usize = 256 * 1024;
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// What the workers run tasks for (the process): it runs one step of a task, with the task's
+/// sink, and ends a task. The scheduler holds it weakly: workers stop once it is gone.
+pub(super) trait Host: Send + Sync + 'static {
+    /// Runs one step of `task`.
+    fn run_step(&self, task: &mut SteppedTask) -> Result<Step, ToolError>;
+    /// Ends task `key` with `outcome`.
+    fn end_task(
+        &self,
+        key: u128,
+        task_id: &str,
+        principal: &str,
+        outcome: Result<Outcome, ToolError>,
+        codec: Codec,
+    );
+}
 
 /// A task of a stepped tool, between two steps.
 pub(super) struct SteppedTask {
@@ -59,7 +80,7 @@ pub(super) struct Scheduler {
 
 impl Scheduler {
     /// Takes `task` in: its first step runs at once. Starts the pool on first use.
-    pub(super) fn start(self: &Arc<Self>, process: &Arc<Process>, task: SteppedTask) {
+    pub(super) fn start<H: Host>(self: &Arc<Self>, process: &Arc<H>, task: SteppedTask) {
         let key = task.key;
         let token = Arc::clone(&task.token);
         {
@@ -87,7 +108,7 @@ impl Scheduler {
         }
     }
 
-    fn ensure_workers(self: &Arc<Self>, process: &Arc<Process>) {
+    fn ensure_workers<H: Host>(self: &Arc<Self>, process: &Arc<H>) {
         let mut workers = lock(&self.workers);
         if !workers.is_empty() || lock(&self.state).stopping {
             return;
@@ -152,7 +173,7 @@ impl Scheduler {
         }
     }
 
-    fn work(&self, process: &Weak<Process>) {
+    fn work<H: Host>(&self, process: &Weak<H>) {
         while let Some(mut task) = self.next_due() {
             let Some(process) = process.upgrade() else {
                 return;
@@ -160,7 +181,7 @@ impl Scheduler {
             let outcome = if task.token.is_cancelled() {
                 Err(ToolError::Cancelled)
             } else {
-                run_step(&process, &mut task)
+                process.run_step(&mut task)
             };
             match outcome {
                 Ok(Step::WakeAt(at)) => {
@@ -213,28 +234,5 @@ impl Scheduler {
         s.parked.clear();
         s.timers.clear();
         s.ready.clear();
-    }
-}
-
-/// Runs one step of `task`; a panic ends the work failed.
-fn run_step(process: &Process, task: &mut SteppedTask) -> Result<Step, ToolError> {
-    let mut sink = TaskSink {
-        process,
-        key: task.key,
-        task_id: &task.task_id,
-        principal: &task.principal,
-        codec: task.codec,
-        token: &task.token,
-        next: task.next,
-    };
-    let steps = &mut task.steps;
-    let ran = catch_unwind(AssertUnwindSafe(|| {
-        let mut ctx = TaskContext::new(&mut sink);
-        steps.step(&mut ctx)
-    }));
-    task.next = sink.next;
-    match ran {
-        Ok(outcome) => outcome,
-        Err(panic) => Err(task.tool.panicked(&*panic)),
     }
 }

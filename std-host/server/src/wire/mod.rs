@@ -7,9 +7,23 @@
 //! are written by the core's writers; other results and errors are built here with
 //! `serde_json`, as the core leaves the host's other methods to the host.
 
+pub(crate) mod era;
+pub(crate) mod task;
+
 use serde_json::{json, Map, Value};
 use taskstream_core::rpc::{self, ErrorCode, EventNotification, Reason};
 use taskstream_core::{RequestId, ResumeError, Seq};
+
+/// What a stream is told when its next event cannot be read from storage.
+pub(crate) const READ_FAILED: &str =
+    "the server could not read this task's next event from its storage; the stream ends";
+
+/// What every open stream and waiting request is told when storage failed.
+pub(crate) const STORAGE_FAILED: &str = "the server's storage failed (a write or flush to its \
+    data dir did not succeed); the server stops, and its restart recovers every event it sent";
+
+/// The exit status of `taskstream serve` after storage failed (EX_IOERR).
+pub(crate) const EXIT_STORAGE_FAILED: i32 = 74;
 
 /// The `_meta` key tying a message to a task.
 pub(crate) const RELATED_TASK: &str = "io.modelcontextprotocol/related-task";

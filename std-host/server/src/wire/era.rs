@@ -14,8 +14,33 @@
 
 use serde_json::{json, Map, Value};
 
-use super::process::Extra;
-use super::wire::{ServerError, EVENT_STREAMS_EXTENSION, MODERN_VERSION, TASKS_EXTENSION};
+use super::{ServerError, EVENT_STREAMS_EXTENSION, MODERN_VERSION, TASKS_EXTENSION};
+
+/// What a server says of itself in `initialize` and `server/discover`, beyond its tools and
+/// Tasks: fixed when the process starts, the same for every connection.
+#[derive(Clone)]
+pub(crate) struct Identity {
+    /// `serverInfo`.
+    pub(crate) server_info: Value,
+    /// `instructions` (with Tasks, and for a 2025-06-18 session without).
+    pub(crate) instructions: (String, String),
+    /// Capabilities beyond `tools` and `tasks` (`resources`, `prompts`, `logging`, …).
+    pub(crate) capabilities: Map<String, Value>,
+}
+
+impl Identity {
+    /// `taskstream serve`'s.
+    pub(crate) fn builtin() -> Identity {
+        Identity {
+            server_info: server_info(),
+            instructions: (
+                INSTRUCTIONS.to_owned(),
+                INSTRUCTIONS_WITHOUT_TASKS.to_owned(),
+            ),
+            capabilities: Map::new(),
+        }
+    }
+}
 
 /// The legacy versions this server negotiates; the last is its latest.
 pub(crate) const LEGACY_VERSIONS: [&str; 2] = ["2025-06-18", "2025-11-25"];
@@ -138,7 +163,7 @@ impl Session {
     pub(crate) fn initialize(
         &mut self,
         params: &Map<String, Value>,
-        extra: &Extra,
+        extra: &Identity,
     ) -> Result<Value, ServerError> {
         let server_info = &extra.server_info;
         if self.is_legacy() {
@@ -192,7 +217,7 @@ pub(crate) const INSTRUCTIONS_WITHOUT_TASKS: &str =
 protocol version; tasks and their event streams need 2025-11-25 or later.";
 
 /// The `server/discover` result (MCP-DIGEST a.4), before dressing.
-pub(crate) fn discover(extra: &Extra) -> Value {
+pub(crate) fn discover(extra: &Identity) -> Value {
     let capabilities = json!({
         "tools": { "listChanged": false },
         // The Tasks extension's object is `{}` (SEP-2663 defines no settings, and the
@@ -211,7 +236,7 @@ pub(crate) fn discover(extra: &Extra) -> Value {
 }
 
 /// `capabilities` with the extra ones added (never replacing `tools`, `tasks`, `extensions`).
-fn with_extra(mut capabilities: Value, extra: &Extra) -> Value {
+fn with_extra(mut capabilities: Value, extra: &Identity) -> Value {
     if let Some(obj) = capabilities.as_object_mut() {
         for (k, v) in &extra.capabilities {
             obj.entry(k.clone()).or_insert_with(|| v.clone());
@@ -301,7 +326,7 @@ mod tests {
 
     #[test]
     fn initialize_negotiates_and_selects_legacy_for_good() {
-        let info = Extra::builtin();
+        let info = Identity::builtin();
         let mut s = Session::default();
         let r = s.initialize(&params(json!({"protocolVersion": "2025-06-18"})), &info);
         assert_eq!(

@@ -57,7 +57,7 @@ pub(crate) enum CallMessage {
         payload: Value,
     },
     /// A request `CMD` made of its client while the call was the only one in flight: the
-    /// call asks its own client ([`TaskContext::ask`](crate::tool::TaskContext::ask)) and
+    /// call asks its own client ([`TaskContext::ask`](taskstream_server::tool::TaskContext::ask)) and
     /// answers it with [`ChildServer::reply`].
     Ask {
         /// The request's id towards `CMD`.

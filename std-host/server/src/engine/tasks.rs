@@ -22,66 +22,24 @@ use std::sync::Arc;
 
 use serde_json::{json, Map, Value};
 use taskstream_core::rpc::Reason;
-use taskstream_core::streams::Progress;
-use taskstream_core::{Lifecycle, RequestId};
+use taskstream_core::RequestId;
 
-use super::era::{Codec, Era};
-use super::wire::{self, ServerError};
-use super::ConnectionState;
-use crate::clock;
+use super::state::ConnectionState;
 use crate::log::log;
-use crate::store::{AppendError, TaskRecord, TaskStatus, TaskView};
 use crate::tool::Workload;
+use crate::wire::era::{Codec, Era};
+use crate::wire::task::{
+    events_summary, final_answer, format_task_id, parse_task_id, refusal, stored_error, task_json,
+    EVENTS_META, STORE_UNAVAILABLE,
+};
+use crate::wire::ServerError;
+use taskstream_store::clock;
+use taskstream_store::{AppendError, TaskRecord, TaskStatus, TaskView};
 
-mod render;
-
-use render::stored_error;
-pub(crate) use render::{events_summary, final_answer, lifecycle, task_json, UNREADABLE};
-
-/// The `_meta` key of the retained-range summary on `tasks/get`.
-pub(crate) const EVENTS_META: &str = "dev.taskstream/events";
 /// Suggested polling interval.
 const POLL_INTERVAL_MS: u64 = 1000;
 /// Page size of `tasks/list`.
 const LIST_PAGE: usize = 50;
-
-/// What a connection has to answer once tasks end.
-#[derive(Default)]
-pub(crate) struct OwedAnswers {
-    /// Tasks of this connection's principal that reached a terminal status since the
-    /// connection last looked.
-    pub(crate) finished: Vec<u128>,
-    /// `tasks/result` requests (legacy) waiting for their task.
-    pub(crate) waiters: Vec<(u128, RequestId)>,
-}
-
-impl OwedAnswers {
-    /// Drops a waiting `tasks/result` (its request was cancelled); whether one was found.
-    pub(crate) fn cancel_waiter(&mut self, id: &RequestId) -> bool {
-        let before = self.waiters.len();
-        self.waiters.retain(|(_, w)| w != id);
-        self.waiters.len() != before
-    }
-}
-
-/// Parses one of our task ids: exactly 32 lowercase hex digits.
-pub(crate) fn parse_task_id(id: &str) -> Option<u128> {
-    let ok = id.len() == 32 && id.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'));
-    if ok {
-        u128::from_str_radix(id, 16).ok()
-    } else {
-        None
-    }
-}
-
-/// The wire form of a task id.
-pub(crate) fn format_task_id(id: u128) -> String {
-    format!("{id:032x}")
-}
-
-/// What a client is told when storage cannot be read now (a shared store's database is
-/// unreachable): nothing of the host.
-pub(crate) const STORE_UNAVAILABLE: &str = "the task store cannot be reached now; try again";
 
 /// A fresh task id with 128 random bits (≥ 122 required; SEP-2663 security).
 fn new_task_id() -> Result<u128, ServerError> {
@@ -97,8 +55,8 @@ impl ConnectionState {
     /// The task `task_id` as this connection's principal may see it.
     pub(crate) fn visible_task(&self, task_id: &str) -> Option<(u128, TaskView)> {
         let key = parse_task_id(task_id)?;
-        let view = self.store.task(task_id)?;
-        (view.record.principal == self.config.principal).then_some((key, view))
+        let view = self.process.store.task(task_id)?;
+        (view.record.principal == self.principal).then_some((key, view))
     }
 
     fn task_param(&self, params: &Map<String, Value>) -> Result<(u128, TaskView), ServerError> {
@@ -107,11 +65,11 @@ impl ConnectionState {
             .and_then(Value::as_str)
             .ok_or_else(|| ServerError::InvalidParams("taskId must be a string".into()))?;
         let key = parse_task_id(id).ok_or(ServerError::UNKNOWN_TASK)?;
-        let view = self.store.lookup(id).map_err(|e| {
+        let view = self.process.store.lookup(id).map_err(|e| {
             log!(Error, "reading task {id}: {e}");
             ServerError::Internal(STORE_UNAVAILABLE.into())
         })?;
-        view.filter(|v| v.record.principal == self.config.principal)
+        view.filter(|v| v.record.principal == self.principal)
             .map(|v| (key, v))
             .ok_or(ServerError::UNKNOWN_TASK)
     }
@@ -135,10 +93,10 @@ impl ConnectionState {
             let key = new_task_id()?;
             let task_id = format_task_id(key);
             let now = clock::now();
-            let retention_ms = self.config.retention.terminal_retention.0;
+            let retention_ms = self.process.config.retention.terminal_retention.0;
             let record = TaskRecord {
                 task_id: task_id.clone(),
-                principal: self.config.principal.clone(),
+                principal: self.principal.clone(),
                 tool: tool.to_owned(),
                 status: TaskStatus::Working,
                 status_message: None,
@@ -149,11 +107,12 @@ impl ConnectionState {
                 result: None,
                 error: None,
             };
-            self.store.create_task(record, now).map_err(|e| {
+            self.process.store.create_task(record, now).map_err(|e| {
                 log!(Error, "cannot create a task: {e:?}");
                 ServerError::Internal(format!("cannot create the task: {}", refusal(&e)))
             })?;
             let view = self
+                .process
                 .store
                 .task(&task_id)
                 .ok_or_else(|| ServerError::Internal("the new task vanished".into()))?;
@@ -163,7 +122,7 @@ impl ConnectionState {
             Ok(v) => v,
             Err(e) => return self.reply(id, era, Err(e)),
         };
-        let token = self.process.add_runner(key, &self.config.principal);
+        let token = self.process.add_runner(key, &self.principal);
         let result = match codec {
             Codec::Legacy => json!({ "task": task_json(&view, codec) }),
             Codec::Modern => {
@@ -179,7 +138,7 @@ impl ConnectionState {
         self.process.spawn_task(
             key,
             view.record.task_id,
-            self.config.principal.clone(),
+            self.principal.clone(),
             workload,
             token,
             codec,
@@ -248,7 +207,7 @@ impl ConnectionState {
         } else {
             self.process.stop_runner(key);
             let error = ServerError::Internal("the task was cancelled".into()).to_json();
-            match self.store.finish(
+            match self.process.store.finish(
                 &task_id,
                 TaskStatus::Cancelled,
                 Some("cancelled by the client".into()),
@@ -272,13 +231,17 @@ impl ConnectionState {
         };
         if ended {
             log!(Info, "task {task_id} cancelled");
-            self.process.announce(key, &self.config.principal);
+            self.process.announce(key, &self.principal);
         }
         match codec {
             Codec::Modern => Ok(json!({})),
             Codec::Legacy if !ended => Err(ServerError::TaskTerminal),
             Codec::Legacy => {
-                let view = self.store.task(&task_id).ok_or(ServerError::UNKNOWN_TASK)?;
+                let view = self
+                    .process
+                    .store
+                    .task(&task_id)
+                    .ok_or(ServerError::UNKNOWN_TASK)?;
                 Ok(task_json(&view, codec))
             }
         }
@@ -322,13 +285,13 @@ impl ConnectionState {
             Some(Value::String(c)) => Some(parse_cursor(c).ok_or(ServerError::InvalidCursor)?),
             Some(_) => return Err(ServerError::InvalidCursor),
         };
-        let all = self.store.list().map_err(|e| {
+        let all = self.process.store.list().map_err(|e| {
             log!(Error, "listing tasks: {e}");
             ServerError::Internal(STORE_UNAVAILABLE.into())
         })?;
         let mine: Vec<TaskView> = all
             .into_iter()
-            .filter(|v| v.record.principal == self.config.principal)
+            .filter(|v| v.record.principal == self.principal)
             .filter(|v| after.as_ref().is_none_or(|a| list_key(v) > *a))
             .collect();
         let page: Vec<Value> = mine
@@ -360,7 +323,7 @@ impl ConnectionState {
         let mut pending = self.pending();
         let (key, view) = self.task_param(params)?;
         if !view.record.status.is_terminal() {
-            if pending.waiters.len() >= self.config.max_running_tasks {
+            if pending.waiters.len() >= self.process.config.max_running_tasks {
                 crate::metrics::METRICS.refused(crate::metrics::Limit::Waiters);
                 return Err(ServerError::Limit {
                     reason: Reason::WaiterLimit,
@@ -386,96 +349,9 @@ fn parse_cursor(c: &str) -> Option<(u64, String)> {
     Some((at.parse().ok()?, id.to_owned()))
 }
 
-/// Why the store refused a write, as a client reads it (an error message, a failed task's
-/// status message): written for the client, nothing of the host. A storage failure's details
-/// (paths, the operating system's error) go to the log, never here.
-pub(crate) fn refusal(e: &AppendError) -> String {
-    match e {
-        AppendError::UnknownTask => "the task no longer exists".into(),
-        AppendError::Terminal => "the task has already ended".into(),
-        AppendError::InvalidPayload(_) => "the event payload is not a JSON object".into(),
-        AppendError::InvalidType(_) => {
-            "the event type is not a vendor-prefixed name of three or more labels".into()
-        }
-        AppendError::PayloadTooLarge { size, limit } => {
-            format!("an event payload of {size} bytes exceeds the limit of {limit}")
-        }
-        AppendError::StoreFull { limit, .. } => store_full(*limit),
-        AppendError::Storage(crate::store::StoreError::SeqExhausted) => {
-            "the task has used every sequence number".into()
-        }
-        AppendError::Storage(crate::store::StoreError::Database(_)) => STORE_UNAVAILABLE.into(),
-        // Every other storage error of a write stops the store (fail-stop).
-        AppendError::Storage(_) => super::delivery::STORAGE_FAILED.into(),
-    }
-}
-
-/// Why a store that reached its budget refused something, for the client.
-pub(crate) fn store_full(limit: u64) -> String {
-    format!(
-        "the server's retained events already take its storage budget of {limit} bytes \
-         (--max-store-bytes); retention frees it as tasks expire"
-    )
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn task_ids_round_trip_and_nothing_else_parses() {
-        let id = 0x0123_4567_89ab_cdef_0011_2233_4455_6677_u128;
-        assert_eq!(format_task_id(id), "0123456789abcdef0011223344556677");
-        assert_eq!(parse_task_id(&format_task_id(id)), Some(id));
-        assert_eq!(parse_task_id(&format_task_id(0)), Some(0));
-        for bad in [
-            "",
-            "0123",
-            "0123456789ABCDEF0011223344556677",
-            "+123456789abcdef0011223344556677",
-            "0123456789abcdef00112233445566778",
-        ] {
-            assert_eq!(parse_task_id(bad), None, "{bad}");
-        }
-    }
-
-    #[test]
-    fn refusals_leak_nothing_of_the_host() {
-        use crate::store::StoreError;
-        let secret = std::path::PathBuf::from("/srv/secret-data-dir/wal/00000042.wal");
-        let io = || std::io::Error::new(std::io::ErrorKind::StorageFull, "No space left on device");
-        let errors = [
-            AppendError::UnknownTask,
-            AppendError::Terminal,
-            AppendError::PayloadTooLarge {
-                size: 70_000,
-                limit: 65_536,
-            },
-            AppendError::StoreFull {
-                stored: 10,
-                limit: 10,
-            },
-            AppendError::Storage(StoreError::Io {
-                context: "appending to the log",
-                path: secret.clone(),
-                source: io(),
-            }),
-            AppendError::Storage(StoreError::Locked {
-                dir: secret.clone(),
-            }),
-        ];
-        for e in &errors {
-            let told = refusal(e);
-            let line = ServerError::Internal(format!("cannot create the task: {told}")).to_json();
-            let text = line.to_string();
-            for leak in [
-                "secret", "/srv", ".wal", "No space", "Io {", "Storage(", "os error",
-            ] {
-                assert!(!text.contains(leak), "{leak:?} in {text} for {e:?}");
-            }
-            assert!(!told.is_empty());
-        }
-    }
 
     #[test]
     fn fresh_ids_differ() {

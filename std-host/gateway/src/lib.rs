@@ -1,5 +1,5 @@
 //! `taskstream gateway [serve options] -- CMD [ARGS...]`: taskstream in front of any stdio MCP
-//! server. Each of `CMD`'s tools is offered as a tool of the gateway ([`crate::tool`]), so a
+//! server. Each of `CMD`'s tools is offered as a tool of the gateway ([`taskstream_server::tool`]), so a
 //! call the client makes as a task becomes a durable task with a resumable event stream; the
 //! other requests (resources, prompts, completion, logging level) are passed on.
 //!
@@ -29,6 +29,7 @@
 //! client can answer, `CMD` gets an error saying so.
 
 mod child;
+mod log;
 
 use std::ffi::OsString;
 use std::process::ExitCode;
@@ -38,13 +39,13 @@ use std::time::Duration;
 
 use serde_json::{json, Map, Value};
 
-use crate::config;
-use crate::log::log;
-use crate::process::Forward;
-use crate::tool::{
+use taskstream_server::config;
+use taskstream_server::tool::{
     check_result, error_message, AskError, Handler, TaskContext, Tool, ToolError, ToolResult,
 };
-use crate::Process;
+use taskstream_server::{Forward, Process, ServerBuilder};
+
+use crate::log::log;
 use child::{error, CallMessage, ChildServer, Relay, INNER_VERSION};
 
 /// The event type of a log message tied to a call.
@@ -447,7 +448,7 @@ pub fn main(args: impl Iterator<Item = OsString>) -> ExitCode {
         instructions.push_str("\n\n");
         instructions.push_str(i);
     }
-    let mut builder = crate::ServerBuilder::new(name, env!("CARGO_PKG_VERSION"))
+    let mut builder = ServerBuilder::new(name, env!("CARGO_PKG_VERSION"))
         .config(config)
         .instructions(instructions)
         .capabilities(capabilities)

@@ -21,14 +21,14 @@ use std::time::{Duration, Instant};
 
 use taskstream_core::streams::{Missed, Progress, Pump};
 
-use crate::store::{RawEvent, TaskStore};
-
-use super::era::Codec;
-use super::stream::missed_line;
-use super::tasks::{self, final_answer, lifecycle, task_json};
-use super::wire::{self, ServerError};
-use super::ConnectionState;
+use super::state::ConnectionState;
+use super::streams::{missed_line, progress_now};
 use crate::log::log;
+use crate::process::Peer;
+use crate::wire::era::Codec;
+use crate::wire::task::{final_answer, format_task_id, task_json};
+use crate::wire::{self, ServerError, EXIT_STORAGE_FAILED, STORAGE_FAILED};
+use taskstream_store::RawEvent;
 
 /// Events written per batch before the locks are released (so requests are answered while
 /// streams flow).
@@ -42,17 +42,6 @@ const IDLE: Duration = Duration::from_millis(500);
 /// one `write` (and one wake-up) carries the events of that time instead of one each. A
 /// change after a quieter spell is sent at once: a trickle is never delayed.
 const LINGER: Duration = Duration::from_micros(50);
-
-/// What a stream is told when its next event cannot be read from storage.
-pub(crate) const READ_FAILED: &str =
-    "the server could not read this task's next event from its storage; the stream ends";
-
-/// What every open stream and waiting request is told when storage failed.
-pub(crate) const STORAGE_FAILED: &str = "the server's storage failed (a write or flush to its \
-    data dir did not succeed); the server stops, and its restart recovers every event it sent";
-
-/// The exit status of `taskstream serve` after storage failed (EX_IOERR).
-pub(crate) const EXIT_STORAGE_FAILED: i32 = 74;
 
 /// Storage failed (fail-stop): ends every open stream and every waiting `tasks/result` with
 /// an error saying so, flushes, and (in `taskstream serve`) exits with
@@ -87,18 +76,18 @@ pub(crate) fn run(shared: &Arc<ConnectionState>) {
     loop {
         // The epoch is read before the shutdown flag: shutdown sets the flag, then moves the
         // epoch, so either the flag is seen here or the wait below returns at once.
-        let epoch = shared.store.changes().epoch();
+        let epoch = shared.process.store.changes().epoch();
         if shared.shutdown.load(Ordering::Relaxed) || shared.out.is_broken() {
             return;
         }
-        if shared.store.has_failed() {
+        if shared.process.store.has_failed() {
             return storage_failed(shared);
         }
         let busy = pump(shared, &mut buf);
         announce(shared);
         if !busy {
             let idle_from = Instant::now();
-            shared.store.changes().wait_past(epoch, IDLE);
+            shared.process.store.changes().wait_past(epoch, IDLE);
             if idle_from.elapsed() < LINGER {
                 std::thread::sleep(LINGER);
             }
@@ -124,7 +113,7 @@ fn pump(shared: &ConnectionState, buf: &mut Vec<u8>) -> bool {
         let step = streams.table.poll(|task| {
             *cache
                 .entry(task)
-                .or_insert_with(|| progress_now(&*shared.store, &tasks::format_task_id(task)))
+                .or_insert_with(|| progress_now(&*shared.process.store, &format_task_id(task)))
         });
         let Some(step) = step else { break };
         written += 1;
@@ -141,9 +130,11 @@ fn pump(shared: &ConnectionState, buf: &mut Vec<u8>) -> bool {
                     // One range read for the frames this stream may still get in this batch.
                     queue.clear();
                     let want = (BATCH + 1 - written).min(read_ahead);
-                    let read = shared
-                        .store
-                        .read_raw_from(&meta.task_id, seq, want, &mut |e| queue.push_back(e));
+                    let read =
+                        shared
+                            .process
+                            .store
+                            .read_raw_from(&meta.task_id, seq, want, &mut |e| queue.push_back(e));
                     if let Err(e) = read {
                         log!(Error, "reading events of task {}: {e}", meta.task_id);
                     }
@@ -156,11 +147,12 @@ fn pump(shared: &ConnectionState, buf: &mut Vec<u8>) -> bool {
                         ev.event_type(),
                         ev.payload(),
                     ));
+                    meta.open.delivered(seq.get());
                     continue;
                 }
                 // The read missed it (retention dropped it since the snapshot, or storage
                 // failed): the table says how the stream ends, never with a skip (RS-07).
-                let now = progress_now(&*shared.store, &meta.task_id);
+                let now = progress_now(&*shared.process.store, &meta.task_id);
                 if let Some(end) = streams.table.missed(task, seq, now) {
                     let (Missed::Gone { meta, .. }
                     | Missed::Complete { meta, .. }
@@ -192,19 +184,6 @@ fn pump(shared: &ConnectionState, buf: &mut Vec<u8>) -> bool {
     written == BATCH
 }
 
-/// A task's progress as the pump needs it, read now. Storage that cannot be read now (a shared
-/// store's database is away) reads as nothing new: the stream waits and is polled again, and
-/// is never told the task is gone.
-pub(crate) fn progress_now(store: &dyn TaskStore, task_id: &str) -> Option<Progress> {
-    match store.lookup(task_id) {
-        Ok(view) => view.map(|v| Progress {
-            retained: v.retained,
-            lifecycle: lifecycle(&v),
-        }),
-        Err(_) => Some(tasks::UNREADABLE),
-    }
-}
-
 /// Sends what tasks that ended since the last round owe: `notifications/tasks/status` in a
 /// legacy session, and the answers of `tasks/result` requests waiting for them.
 pub(crate) fn announce(shared: &ConnectionState) {
@@ -226,7 +205,7 @@ pub(crate) fn announce(shared: &ConnectionState) {
     };
     let legacy = shared.legacy.load(Ordering::Relaxed);
     for task in finished {
-        let Some(view) = shared.store.task(&tasks::format_task_id(task)) else {
+        let Some(view) = shared.process.store.task(&format_task_id(task)) else {
             continue;
         };
         if legacy {
@@ -238,5 +217,74 @@ pub(crate) fn announce(shared: &ConnectionState) {
         for (_, id) in ready.iter().filter(|(t, _)| *t == task) {
             shared.out.send(&final_answer(id, &view));
         }
+    }
+}
+
+/// What the process tells a connection: tasks that ended, and what may be asked of it.
+impl ConnectionState {
+    /// Task `key` of `principal` ended: queue what this connection owes for it.
+    pub(crate) fn task_finished(&self, key: u128, principal: &str) {
+        if principal != self.principal || self.shutdown.load(Ordering::Relaxed) {
+            return;
+        }
+        self.pending().finished.push(key);
+        if self.threaded {
+            self.process.store.changes().notify();
+        } else {
+            announce(self);
+        }
+    }
+
+    /// With a shared store: the tasks this connection's `tasks/result` requests wait for that
+    /// ended through another replica (no task thread here announces them) are announced now.
+    /// Called whenever the store's signal moves.
+    pub(crate) fn check_remote_ends(&self) {
+        if !self.process.store.is_shared() || self.shutdown.load(Ordering::Relaxed) {
+            return;
+        }
+        let waiting: Vec<u128> = {
+            let pending = self.pending();
+            let mut keys: Vec<u128> = pending
+                .waiters
+                .iter()
+                .map(|(k, _)| *k)
+                .filter(|k| !pending.finished.contains(k))
+                .collect();
+            keys.dedup();
+            keys
+        };
+        for key in waiting {
+            let ended = self
+                .process
+                .store
+                .task(&format_task_id(key))
+                .is_none_or(|v| v.record.status.is_terminal());
+            if ended {
+                let principal = self.principal.clone();
+                self.task_finished(key, &principal);
+            }
+        }
+    }
+}
+
+impl Peer for ConnectionState {
+    fn principal(&self) -> &str {
+        &self.principal
+    }
+
+    fn task_finished(&self, key: u128, principal: &str) {
+        ConnectionState::task_finished(self, key, principal);
+    }
+
+    fn check_remote_ends(&self) {
+        ConnectionState::check_remote_ends(self);
+    }
+
+    fn can_be_asked(&self) -> bool {
+        ConnectionState::can_be_asked(self)
+    }
+
+    fn send_line(&self, line: &[u8]) {
+        ConnectionState::send_line(self, line);
     }
 }

@@ -7,58 +7,17 @@
 //! in-flight calls, and a cancellation takes that same lock, so once a cancellation has been
 //! read nothing more is written for the call.
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::Arc;
 use std::time::Instant;
 
 use serde_json::{json, Value};
 use taskstream_core::{EventType, Payload, RequestId};
 
-use super::cancel::CancelToken;
-use super::era::Era;
-use super::ConnectionState;
+use super::state::ConnectionState;
+use crate::cancel::CancelToken;
 use crate::log::log;
 use crate::tool::{AskError, Outcome, Sink, ToolError, Workload};
-
-/// The plain calls in flight, by request id.
-#[derive(Default)]
-pub(crate) struct InFlight {
-    calls: Mutex<HashMap<RequestId, Arc<CancelToken>>>,
-}
-
-impl InFlight {
-    fn lock(&self) -> MutexGuard<'_, HashMap<RequestId, Arc<CancelToken>>> {
-        self.calls.lock().unwrap_or_else(PoisonError::into_inner)
-    }
-
-    /// Whether a call with request id `id` is in flight.
-    pub(crate) fn contains(&self, id: &RequestId) -> bool {
-        self.lock().contains_key(id)
-    }
-
-    /// How many calls are in flight.
-    pub(crate) fn len(&self) -> usize {
-        self.lock().len()
-    }
-
-    /// Stops every call in flight without an answer (at shutdown).
-    pub(crate) fn stop_all(&self) {
-        for token in self.lock().drain().map(|(_, t)| t) {
-            token.cancel();
-        }
-    }
-
-    /// Cancels the call `id`; whether there was one.
-    pub(crate) fn cancel(&self, id: &RequestId) -> bool {
-        match self.lock().remove(id) {
-            Some(token) => {
-                token.cancel();
-                true
-            }
-            None => false,
-        }
-    }
-}
+use crate::wire::era::Era;
 
 impl ConnectionState {
     /// Starts a plain call on its own thread.
@@ -85,7 +44,7 @@ impl ConnectionState {
             self.reply(
                 &id,
                 era,
-                Err(super::wire::ServerError::Internal(
+                Err(crate::wire::ServerError::Internal(
                     "the server could not start the call (its log says why)".into(),
                 )),
             );
@@ -145,7 +104,7 @@ impl PlainSink<'_> {
     fn send_progress(&self, params: Value) {
         let calls = self.shared.plain.lock();
         if calls.get(self.id).is_some_and(|t| !t.is_cancelled()) {
-            self.shared.out.send(&super::wire::notification(
+            self.shared.out.send(&crate::wire::notification(
                 "notifications/progress",
                 &params,
             ));
@@ -171,7 +130,7 @@ impl Sink for PlainSink<'_> {
         }
         EventType::new(event_type).map_err(|e| ToolError::Failed(e.to_string()))?;
         let p = Payload::new(payload).map_err(|e| ToolError::Failed(e.to_string()))?;
-        let limit = self.shared.config.retention.max_payload_bytes;
+        let limit = self.shared.process.config.retention.max_payload_bytes;
         if p.compact_len() > limit as usize {
             return Err(ToolError::Failed(format!(
                 "an event payload of {} bytes exceeds the limit of {limit}",
@@ -202,7 +161,7 @@ impl Sink for PlainSink<'_> {
         if self.token.is_cancelled() {
             return Err(ToolError::Cancelled);
         }
-        let payload = super::process::progress_payload(progress, total, message)?;
+        let payload = crate::process::progress_payload(progress, total, message)?;
         // MCP-DIGEST a.6: progress strictly increases.
         if self.reported.is_some_and(|last| progress <= last) {
             return Ok(());
@@ -242,7 +201,7 @@ impl Sink for PlainSink<'_> {
                 "the client of this call cannot be asked for {}: only a 2025-11-25 session on \
                  stdio can be asked outside a task (a 2026-07-28 client is asked through a task's \
                  input_required)",
-                super::process::shown(method)
+                crate::process::shown(method)
             )));
         }
         let timeout = deadline.saturating_duration_since(Instant::now());
