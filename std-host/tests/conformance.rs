@@ -1,6 +1,7 @@
 //! The conformance suite (`taskstream-conformance`) against the real `taskstream serve`, in
-//! both eras, with the events_gone checks enabled by a small-retention server and RS-06 by a
-//! server with a one-second maximum event age: every MUST and SHOULD check that applies passes.
+//! both eras, with the events_gone checks enabled by a small-retention server, RS-06 by a
+//! server with a one-second maximum event age and the checkpoint checks by a server started
+//! with `--retain-from-checkpoint`: every MUST and SHOULD check that applies passes.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use taskstream_conformance::{Config, Outcome};
@@ -22,6 +23,7 @@ fn taskstream_serve_passes_the_conformance_suite_in_both_eras() {
     let mut config = Config::new(serve(&[]));
     config.small_retention_command = Some(serve(&["--max-events-per-task", "5"]));
     config.aged_retention_command = Some(serve(&["--max-event-age", "1"]));
+    config.checkpoint_command = Some(serve(&["--retain-from-checkpoint"]));
     let report = taskstream_conformance::run(&config);
     assert_eq!(report.eras.len(), 2, "both eras ran");
     for era in &report.eras {
@@ -37,9 +39,11 @@ fn taskstream_serve_passes_the_conformance_suite_in_both_eras() {
             "{:?}: SHOULD checks warned: {warned:?}",
             era.era
         );
-        // The checks that need the small- and aged-retention servers ran, rather than skipped.
+        // The checks that need the small- and aged-retention servers and the checkpoint server
+        // ran, rather than skipped.
         for id in [
-            "EG-01", "RS-03b", "RS-06", "RS-07", "RT-04", "TS-05", "TS-08", "EV-03",
+            "EG-01", "RS-03b", "RS-06", "RS-07", "RT-04", "TS-05", "TS-08", "EV-03", "CP-01",
+            "CP-03", "CP-04",
         ] {
             assert!(
                 matches!(era.outcome(id), Some(Outcome::Pass)),

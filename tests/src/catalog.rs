@@ -3,7 +3,8 @@
 //! IDs are those of the SEP-2694 checklist (docs/specification/requirements.md), plus the derived `DX-*`
 //! rules; RS-03 is split into its two branches, `RS-03a` (replay) and `RS-03b` (`events_gone`).
 //! Client-only rules and rules that need another transport are not here: the traceability file
-//! `sep-2694.yaml` lists them as `excluded`. This module owns only the table; what each check
+//! `sep-2694.yaml` lists them as `excluded`. The `CP-*` rows are taskstream's own checkpoint
+//! rules (not SEP-2694's, so not in that file), judged only on a server that advertises them. This module owns only the table; what each check
 //! observes is written in `scenarios/`.
 
 /// How binding a requirement is, and so how its verdict is reported.
@@ -71,11 +72,14 @@ pub(crate) enum Id {
     Dx04,
     Dx05,
     Dx07,
+    Cp01,
+    Cp03,
+    Cp04,
 }
 
 impl Id {
     /// Every ID, in report order (the order of [`CHECKS`]).
-    pub(crate) const ALL: [Id; 38] = [
+    pub(crate) const ALL: [Id; 41] = [
         Id::Ts01,
         Id::Ts02,
         Id::Ts03,
@@ -114,6 +118,9 @@ impl Id {
         Id::Dx04,
         Id::Dx05,
         Id::Dx07,
+        Id::Cp01,
+        Id::Cp03,
+        Id::Cp04,
     ];
 
     /// The table row of this ID.
@@ -148,7 +155,7 @@ const fn should(id: &'static str, name: &'static str, rule: &'static str) -> Che
 }
 
 /// Every check of the suite, in report order.
-pub static CHECKS: [Check; 38] = [
+pub static CHECKS: [Check; 41] = [
     must(
         "TS-01",
         "sep-2694-unsupported-method-not-found",
@@ -339,6 +346,23 @@ pub static CHECKS: [Check; 38] = [
         "DX-07",
         "sep-2694-replay-before-live",
         "on a late join every replayed event precedes every live one",
+    ),
+    // taskstream's checkpoint rules, checked only on a server that advertises
+    // `experimental["dev.taskstream/checkpoints"]` (given as --checkpoint-cmd / --checkpoint-url).
+    must(
+        "CP-01",
+        "taskstream-checkpoint-shape",
+        "a dev.taskstream.checkpoint event's payload is {coversThrough: its seq - 1, state: an object}",
+    ),
+    must(
+        "CP-03",
+        "taskstream-checkpoint-earliest-retained",
+        "under retain-from-checkpoint, a stream without after starts with the task's latest checkpoint",
+    ),
+    must(
+        "CP-04",
+        "taskstream-checkpoint-no-silent-gap",
+        "a cursor before the latest checkpoint gets events_gone with earliestSeq = its seq, never a result that skips; after = its seq - 1 resumes; tasks/get's earliest seq agrees",
     ),
 ];
 

@@ -25,6 +25,7 @@ Options:
                               already running; it is used for every check
   --small-retention-url URL   the small-retention twin as an endpoint (as --small-retention-cmd)
   --aged-retention-url URL    the aged-retention twin as an endpoint (as --aged-retention-cmd)
+  --checkpoint-url URL        the checkpoint twin as an endpoint (as --checkpoint-cmd)
   --long-lived                every start of CMD is a new connection to one server that
                               outlives it (a relay such as taskstream connect): runs the
                               long-lived group over stdio too (with --url it always runs)
@@ -42,6 +43,10 @@ Options:
                               \"taskstream serve --in-memory --max-event-age 1\";
                               enables RS-06 and the cursor rules on a terminal task with
                               nothing retained (RS-04, RS-02, RS-03b, RT-04, RS-07, EG-01)
+  --checkpoint-cmd CMD        the same server retaining from each task's latest checkpoint, e.g.
+                              \"taskstream serve --in-memory --retain-from-checkpoint\";
+                              if it advertises experimental[\"dev.taskstream/checkpoints\"],
+                              enables taskstream's checkpoint checks (CP-01, CP-03, CP-04)
   --aged-wait-ms N            how long to wait for those events to age out (default: 15000)
   --timeout-ms N              bound on every wait for an answer or an event (default: 5000)
   --quiet-ms N                how long to listen for what must not come (default: 200)
@@ -108,6 +113,8 @@ struct Cli {
     small_retention_url: Option<String>,
     #[arg(long, value_parser = http_url)]
     aged_retention_url: Option<String>,
+    #[arg(long, value_parser = http_url)]
+    checkpoint_url: Option<String>,
     #[arg(long)]
     long_lived: bool,
     #[arg(long, value_parser = ["modern", "legacy", "both"])]
@@ -122,6 +129,8 @@ struct Cli {
     small_retention_cmd: Option<Words>,
     #[arg(long, value_parser = shell_command)]
     aged_retention_cmd: Option<Words>,
+    #[arg(long, value_parser = shell_command)]
+    checkpoint_cmd: Option<Words>,
     #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
     aged_wait_ms: Option<u64>,
     #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
@@ -182,6 +191,12 @@ fn parse(args: &[String]) -> Result<Request, String> {
     }
     if let Some(Words(command)) = cli.aged_retention_cmd {
         config.aged_retention_command = Some(command);
+    }
+    if let Some(Words(command)) = cli.checkpoint_cmd {
+        config.checkpoint_command = Some(command);
+    }
+    if let Some(url) = cli.checkpoint_url {
+        config.checkpoint_command = Some(vec![url]);
     }
     if let Some(url) = cli.small_retention_url {
         config.small_retention_command = Some(vec![url]);
@@ -276,6 +291,8 @@ mod tests {
             "srv --age 1",
             "--aged-wait-ms",
             "3000",
+            "--checkpoint-cmd",
+            "srv --retain-from-checkpoint",
             "--timeout-ms",
             "900",
             "--quiet-ms",
@@ -295,6 +312,10 @@ mod tests {
         );
         assert_eq!(c.aged_retention_command, Some(args(&["srv", "--age", "1"])));
         assert_eq!(c.aged_wait, Duration::from_millis(3000));
+        assert_eq!(
+            c.checkpoint_command,
+            Some(args(&["srv", "--retain-from-checkpoint"]))
+        );
         assert_eq!(c.timeout, Duration::from_millis(900));
         assert_eq!(c.quiet, Duration::ZERO);
         assert_eq!(c.stream_probe, 3);
@@ -313,6 +334,7 @@ mod tests {
             &["--small-retention-cmd", "'", "srv"],
             &["--aged-retention-cmd", "", "srv"],
             &["--aged-wait-ms", "0", "srv"],
+            &["--checkpoint-cmd", "", "srv"],
         ] {
             assert!(parse(&args(words)).is_err(), "{words:?}");
         }
@@ -327,6 +349,8 @@ mod tests {
             "--small-retention-url=http://127.0.0.1:10/mcp",
             "--aged-retention-url",
             "http://[::1]:11/mcp",
+            "--checkpoint-url",
+            "http://127.0.0.1:12/mcp",
         ])) else {
             panic!("--url did not parse");
         };
@@ -345,11 +369,16 @@ mod tests {
             c.aged_retention_command,
             Some(args(&["http://[::1]:11/mcp"]))
         );
+        assert_eq!(
+            c.checkpoint_command,
+            Some(args(&["http://127.0.0.1:12/mcp"]))
+        );
         for words in [
             &["--url", "https://x/mcp"][..],
             &["--url", "127.0.0.1:9"],
             &["--url", "http://"],
             &["--small-retention-url", "ftp://x", "srv"],
+            &["--checkpoint-url", "ftp://x", "srv"],
         ] {
             assert!(parse(&args(words)).is_err(), "{words:?}");
         }

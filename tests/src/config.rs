@@ -83,6 +83,11 @@ pub struct Config {
     /// a terminal task ends up with nothing retained, for RS-06 and the cursor rules on such a
     /// task; without it they are judged only where another scenario meets that situation.
     pub aged_retention_command: Option<Vec<String>>,
+    /// The same server started so that it retains from each task's latest checkpoint (taskstream:
+    /// `serve --retain-from-checkpoint`), for the checkpoint checks CP-01, CP-03 and CP-04;
+    /// without it, or when that server does not advertise
+    /// `experimental["dev.taskstream/checkpoints"]`, they are skipped.
+    pub checkpoint_command: Option<Vec<String>>,
     /// How long the suite waits, polling, for the aged-retention server to drop every event of
     /// a terminal task before it skips the checks that need it.
     pub aged_wait: Duration,
@@ -115,6 +120,7 @@ impl Config {
             command,
             small_retention_command: None,
             aged_retention_command: None,
+            checkpoint_command: None,
             aged_wait: Duration::from_secs(15),
             eras: Era::BOTH.to_vec(),
             profile: TaskProfile::emit(),

@@ -174,6 +174,9 @@ impl ServerBuilder {
             extra.identity.instructions = (text.clone(), text);
         }
         extra.identity.capabilities = self.capabilities;
+        if self.config.retention.retain_from_checkpoint {
+            advertise_checkpoints(&mut extra.identity.capabilities);
+        }
         extra.forward = self.forward;
         let store: Arc<dyn TaskStore> = match &self.config.store_url {
             #[cfg(feature = "postgres")]
@@ -326,5 +329,51 @@ pub(crate) fn store_config(config: &ServeConfig) -> StoreConfig {
         retention: config.retention,
         max_store_bytes: config.max_store_bytes,
         index_cache_bytes: config.index_cache_bytes,
+    }
+}
+
+/// The key under `capabilities.experimental` that says the server retains from checkpoints
+/// (`--retain-from-checkpoint`, rules CP-01..CP-04): its earliest retained event is always a
+/// `dev.taskstream.checkpoint` once a task has appended one.
+pub(crate) const CHECKPOINTS_CAPABILITY: &str = "dev.taskstream/checkpoints";
+
+/// Adds `experimental["dev.taskstream/checkpoints"]` to `caps`, beside whatever experimental
+/// capabilities are already there (a gateway's relayed ones).
+fn advertise_checkpoints(caps: &mut Map<String, Value>) {
+    let entry = caps
+        .entry("experimental")
+        .or_insert_with(|| Value::Object(Map::new()));
+    if let Value::Object(experimental) = entry {
+        experimental.insert(
+            CHECKPOINTS_CAPABILITY.to_owned(),
+            serde_json::json!({
+                "eventType": "dev.taskstream.checkpoint",
+                "retainFromCheckpoint": true,
+            }),
+        );
+    }
+}
+
+#[cfg(test)]
+mod checkpoint_capability {
+    use super::*;
+
+    #[test]
+    fn joins_the_experimental_capabilities_already_there() {
+        let mut caps = Map::new();
+        caps.insert("experimental".into(), serde_json::json!({ "relayed": {} }));
+        advertise_checkpoints(&mut caps);
+        let experimental = &caps["experimental"];
+        assert!(experimental.get("relayed").is_some());
+        assert_eq!(
+            experimental[CHECKPOINTS_CAPABILITY]["eventType"],
+            "dev.taskstream.checkpoint"
+        );
+        let mut empty = Map::new();
+        advertise_checkpoints(&mut empty);
+        assert_eq!(
+            empty["experimental"][CHECKPOINTS_CAPABILITY]["retainFromCheckpoint"],
+            true
+        );
     }
 }

@@ -539,3 +539,47 @@ fn retention_from_checkpoint_on_postgresql_across_replicas_and_a_restart() {
     );
     assert_eq!(below.trim(), "0", "rows below the checkpoint: {below}");
 }
+
+#[test]
+fn checkpoint_drops_are_reclaimed_batch_by_batch_on_postgresql() {
+    // What the data dir's --max-store-bytes budget counts, PostgreSQL holds as rows (the
+    // budget is the database's own there): a task of 3,000 ticks with a checkpoint after every
+    // 100th, appended in many group-commit batches, leaves only the rows from its latest
+    // checkpoint on, and tasks/get's earliest seq is that checkpoint's (CP-03, CP-04).
+    use crate::server::checkpoints::{rebuild, replay, CHECKPOINT};
+    if !cluster::enabled() {
+        return;
+    }
+    let pg = Cluster::start();
+    let url = pg.db("checkpoint_rows");
+    let mut s = replica(&url, &["--retain-from-checkpoint"]);
+    let r = s.ok(
+        "tools/call",
+        json!({"name": "emit", "arguments": {"count": 3000, "checkpoint_every": 100},
+               "task": {}}),
+    );
+    let task = r["task"]["taskId"].as_str().expect("taskId").to_owned();
+    s.call("tasks/result", json!({"taskId": task}));
+    let events = replay(&mut s, &task);
+    assert_eq!(events[0]["type"], CHECKPOINT, "CP-03: {}", events[0]);
+    assert_eq!(rebuild(&events), 3000, "CP-05");
+    let earliest = events[0]["seq"].as_u64().expect("seq");
+    let last = *seqs(&events).last().expect("events");
+    let g = s.ok("tasks/get", json!({"taskId": task}));
+    assert_eq!(
+        g["_meta"]["dev.taskstream/events"]["earliestSeq"], earliest,
+        "CP-04: {g}"
+    );
+    // Only the retained rows are left in the table: the checkpoint, the ticks after it and the
+    // terminal status event.
+    let rows = pg.psql(
+        "checkpoint_rows",
+        &format!(
+            "SELECT count(*), min(seq), max(seq) FROM taskstream_events WHERE task_id = '{task}'"
+        ),
+    );
+    let want = format!("{}|{earliest}|{last}", last - earliest + 1);
+    assert_eq!(rows.trim(), want, "rows left of the task");
+    assert!(last - earliest < 102, "retained {earliest}..={last}");
+    assert!(s.shutdown().success());
+}

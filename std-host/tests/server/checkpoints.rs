@@ -260,3 +260,27 @@ fn cp01_cp05_run_trace_checkpoints_a_state_its_events_add_up_to() {
     );
     assert!(counts[0].1 > 100);
 }
+
+#[test]
+fn the_option_is_advertised_in_both_eras_and_only_with_it() {
+    let key = "dev.taskstream/checkpoints";
+    let mut s = Server::in_memory(&["--retain-from-checkpoint"]);
+    let r = s.initialize("2025-11-25");
+    let advertised = &r["result"]["capabilities"]["experimental"][key];
+    assert_eq!(advertised["eventType"], CHECKPOINT, "{r}");
+    assert_eq!(advertised["retainFromCheckpoint"], true, "{r}");
+
+    let mut s = Server::in_memory(&["--retain-from-checkpoint"]);
+    let r = s.ok("server/discover", super::client::modern(json!({}), false));
+    assert_eq!(
+        r["capabilities"]["experimental"][key]["eventType"], CHECKPOINT,
+        "{r}"
+    );
+
+    let mut s = Server::in_memory(&[]);
+    let r = s.initialize("2025-11-25");
+    assert!(
+        r["result"]["capabilities"].get("experimental").is_none(),
+        "{r}"
+    );
+}

@@ -50,10 +50,13 @@ pub(crate) enum Fault {
     CloseEarly,
     DuplicateOnResume,
     GoneOnResume,
+    CheckpointGap,
+    CheckpointCoversItself,
+    CheckpointNotEarliest,
 }
 
 /// Every fault: its name on the command line and what it does.
-pub(crate) const FAULTS: [(&str, Fault, &str); 41] = [
+pub(crate) const FAULTS: [(&str, Fault, &str); 44] = [
     (
         "skip-seq",
         Fault::SkipSeq,
@@ -254,6 +257,21 @@ pub(crate) const FAULTS: [(&str, Fault, &str); 41] = [
         "no-streams",
         Fault::NoStreams,
         "does not implement tasks/stream (-32601)",
+    ),
+    (
+        "checkpoint-gap",
+        Fault::CheckpointGap,
+        "with --retain-from-checkpoint, a cursor before the latest checkpoint is served from the checkpoint with a result, not events_gone",
+    ),
+    (
+        "checkpoint-covers-itself",
+        Fault::CheckpointCoversItself,
+        "a checkpoint's coversThrough is its own seq, not the seq before it",
+    ),
+    (
+        "checkpoint-not-earliest",
+        Fault::CheckpointNotEarliest,
+        "with --retain-from-checkpoint, advertises checkpoints but keeps the events before the latest one",
     ),
 ];
 

@@ -8,7 +8,7 @@
 //!
 //! ```text
 //! faulty-server [--fault NAME]... [--max-events N] [--max-age-ms N] [--max-streams N]
-//!               [--list-faults] [--list-client-faults]
+//!               [--retain-from-checkpoint] [--list-faults] [--list-client-faults]
 //! ```
 
 mod fault;
@@ -31,16 +31,19 @@ use server::{FaultyServer, Options};
 /// The faulty server's usage text.
 pub const USAGE: &str = "\
 Usage: faulty-server [--fault NAME]... [--max-events N] [--max-age-ms N] [--max-streams N]
-                     [--list-faults] [--list-client-faults]
+                     [--retain-from-checkpoint] [--list-faults] [--list-client-faults]
 
 An in-memory MCP server on stdin/stdout, in both eras, with one tool,
-emit {count, interval_ms?, payload_bytes?, fail_at?}, that runs as a task. Without --fault it
+emit {count, interval_ms?, payload_bytes?, fail_at?, checkpoint_every?}, that runs as a task. Without --fault it
 keeps SEP-2694; each --fault NAME (repeatable, or comma-separated) breaks it in one way.
   --fault NAME          a server fault (--list-faults: what the conformance suite must catch)
                         or a client fault (--list-client-faults: what a client must survive)
   --max-events N        events retained per task, 1..=1000000000 (default 10000)
   --max-age-ms N        drops events older than N milliseconds, 1 or more (default: kept)
   --max-streams N       concurrent streams per connection, 1..=1000000 (default 8)
+  --retain-from-checkpoint
+                        keeps each task's events from its latest checkpoint on, and
+                        advertises experimental[\"dev.taskstream/checkpoints\"]
 ";
 
 /// Runs the faulty server on stdin/stdout with the command-line `args` (without the program
@@ -117,6 +120,8 @@ struct Cli {
           value_parser = RangedU64ValueParser::<usize>::new().range(1..=1_000_000))]
     max_streams: usize,
     #[arg(long)]
+    retain_from_checkpoint: bool,
+    #[arg(long)]
     list_faults: bool,
     #[arg(long)]
     list_client_faults: bool,
@@ -160,6 +165,7 @@ where
         max_events: cli.max_events,
         max_age: cli.max_age_ms.map(Duration::from_millis),
         max_streams: cli.max_streams,
+        retain_from_checkpoint: cli.retain_from_checkpoint,
     }))
 }
 
@@ -189,6 +195,11 @@ mod tests {
         assert_eq!(o.max_events, 5);
         assert_eq!(o.max_age, Some(Duration::from_millis(200)));
         assert_eq!(o.max_streams, 2);
+        assert!(!o.retain_from_checkpoint);
+        let Ok(Some(o)) = parsed(&["--retain-from-checkpoint"]) else {
+            panic!("no options")
+        };
+        assert!(o.retain_from_checkpoint);
         let Err(e) = parsed(&["--max-events", "0"]) else {
             panic!("0 events accepted")
         };

@@ -46,6 +46,8 @@ pub(crate) struct Emit {
     pub(crate) interval: Duration,
     pub(crate) payload_bytes: usize,
     pub(crate) fail_at: Option<u64>,
+    /// A checkpoint follows every this many ticks (taskstream's `checkpoint_every`).
+    pub(crate) checkpoint_every: Option<u64>,
 }
 
 impl Emit {
@@ -73,6 +75,7 @@ impl Emit {
             interval: Duration::from_millis(interval_ms),
             payload_bytes: usize::try_from(payload_bytes).map_err(|_| "payload_bytes too large")?,
             fail_at: number("fail_at")?,
+            checkpoint_every: number("checkpoint_every")?.filter(|n| *n > 0),
         })
     }
 }
@@ -93,6 +96,9 @@ pub(crate) struct Task {
     pub(crate) last_seq: Option<u64>,
     /// Whether retention has dropped any event.
     pub(crate) dropped: bool,
+    /// Whether its earliest retained event is a checkpoint that events before it were dropped
+    /// for (checkpoint-gap).
+    pub(crate) from_checkpoint: bool,
     pub(crate) created_at: String,
     pub(crate) updated_at: String,
 }
@@ -110,6 +116,7 @@ impl Task {
             next_seq: first_seq,
             last_seq: None,
             dropped: false,
+            from_checkpoint: false,
             created_at: now.clone(),
             updated_at: now,
         }

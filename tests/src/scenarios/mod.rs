@@ -11,6 +11,7 @@
 //! | [`limits`] | many concurrent streams | SE-07 |
 //! | [`gone`] | a task whose first events were dropped (small-retention server) | RS-03b, RT-04, RS-07, EG-01 |
 //! | [`aged`] | terminal tasks with nothing retained (aged-retention server) | RS-06, RS-04, RS-02, RS-03b, RT-04, RS-07, EG-01 |
+//! | [`checkpoint`] | a terminal task with two checkpoints (checkpoint server, if it advertises them) | CP-01, CP-03, CP-04, EG-01, RS-07 |
 //! | [`long_lived`] | a task that outlives its connections (HTTP only): drop and resume, two speeds, a late joiner | TS-08, RS-03a, RS-05, RS-07 |
 //!
 //! The per-event rules (EV-01, EV-04, EV-05..EV-07, EV-08, NT-01, NT-02), contiguity (EV-03,
@@ -19,6 +20,7 @@
 
 mod aged;
 mod cancel;
+mod checkpoint;
 mod concurrency;
 mod gone;
 mod limits;
@@ -189,6 +191,7 @@ pub(crate) fn run_era(cfg: &Config, era: Era) -> EraReport {
             limits::run(&ctx, &mut ev);
             gone::run(&ctx, &mut ev);
             aged::run(&ctx, &mut ev);
+            checkpoint::run(&ctx, &mut ev);
             let group = match long_lived::run(&ctx, &mut ev) {
                 Ok(()) => format!(
                     "RAN long-lived group: drop and resume on a new connection, two speeds, a \

@@ -43,11 +43,12 @@ fn a_failing_server_prints_the_broken_rule_and_exits_1() {
                 && line.contains(": needs --small-retention-cmd")),
         "{text}"
     );
-    // 34 MUST checks: EV-03 failed; TS-01, RS-06 and three events_gone checks skipped (RS-07
-    // is judged on every stream, so it passes without the small-retention twin).
+    // 37 MUST checks: EV-03 failed; TS-01, RS-06, three events_gone checks and the three
+    // checkpoint checks skipped (RS-07 is judged on every stream, so it passes without the
+    // small-retention twin).
     assert_eq!(
         lines.last(),
-        Some(&"28 passed, 1 failed, 5 skipped"),
+        Some(&"28 passed, 1 failed, 8 skipped"),
         "{text}"
     );
     assert_eq!(output.status.code(), Some(1));
@@ -73,22 +74,30 @@ fn a_correct_server_exits_0_with_the_small_retention_command() {
         ),
         "{text}"
     );
-    // TS-01, RS-06 and the modern `_meta` rules DX-03 and DX-05 skipped.
+    // TS-01, RS-06, the modern `_meta` rules DX-03 and DX-05, and the checkpoint checks
+    // (no --checkpoint-cmd) skipped.
     assert!(
-        text.ends_with("should: 3 met, 0 warned, 0 skipped\n30 passed, 0 failed, 4 skipped\n"),
+        text.contains(
+            "\nSKIP CP-03 taskstream-checkpoint-earliest-retained: needs a server that retains from checkpoints: give --checkpoint-cmd"
+        ),
+        "{text}"
+    );
+    assert!(
+        text.ends_with("should: 3 met, 0 warned, 0 skipped\n30 passed, 0 failed, 7 skipped\n"),
         "{text}"
     );
     assert_eq!(output.status.code(), Some(0));
 }
 
 #[test]
-fn a_correct_server_exits_0_with_both_retention_commands() {
+fn a_correct_server_exits_0_with_every_twin_command() {
     let small = format!("'{}' --max-events 5", crate::FAULTY_SERVER);
     let aged = format!(
         "'{}' --max-age-ms {}",
         crate::FAULTY_SERVER,
         crate::MAX_AGE_MS
     );
+    let checkpoint = format!("'{}' --retain-from-checkpoint", crate::FAULTY_SERVER);
     let options = [
         "--era",
         "legacy",
@@ -96,6 +105,8 @@ fn a_correct_server_exits_0_with_both_retention_commands() {
         &small,
         "--aged-retention-cmd",
         &aged,
+        "--checkpoint-cmd",
+        &checkpoint,
     ];
     let output = suite(&options, None);
     let text = stdout(&output);
@@ -103,9 +114,16 @@ fn a_correct_server_exits_0_with_both_retention_commands() {
         text.contains("\nPASS RS-06 sep-2694-no-after-nothing-retained\n"),
         "{text}"
     );
+    for check in [
+        "CP-01 taskstream-checkpoint-shape",
+        "CP-03 taskstream-checkpoint-earliest-retained",
+        "CP-04 taskstream-checkpoint-no-silent-gap",
+    ] {
+        assert!(text.contains(&format!("\nPASS {check}\n")), "{text}");
+    }
     // Only TS-01 and the modern `_meta` rules skipped.
     assert!(
-        text.ends_with("should: 3 met, 0 warned, 0 skipped\n31 passed, 0 failed, 3 skipped\n"),
+        text.ends_with("should: 3 met, 0 warned, 0 skipped\n34 passed, 0 failed, 3 skipped\n"),
         "{text}"
     );
     assert_eq!(output.status.code(), Some(0));
@@ -131,6 +149,6 @@ fn a_command_that_is_no_server_exits_2() {
         .unwrap();
     let text = stdout(&output);
     assert!(text.contains("ERROR modern: "), "{text}");
-    assert!(text.ends_with("0 passed, 0 failed, 68 skipped\n"), "{text}");
+    assert!(text.ends_with("0 passed, 0 failed, 74 skipped\n"), "{text}");
     assert_eq!(output.status.code(), Some(2), "{text}");
 }

@@ -42,7 +42,7 @@ const fn breaks(fault: &'static str, both: &'static [&'static str]) -> Breaks {
 ///   retained range; gone-off-by-one breaks the two of them that speak of the boundary;
 /// - stream-loose-match and stream-skips-lookup: SE-01 is "tasks/stream refuses as tasks/get
 ///   does", which any leak (SE-03) or any lax answer to an unknown task (DX-02) breaks.
-const FAULTS: [Breaks; 41] = [
+const FAULTS: [Breaks; 44] = [
     breaks("skip-seq", &["EV-03"]),
     breaks("drop-live-event", &["RS-07"]),
     breaks("drop-history-tail", &["RS-07"]),
@@ -71,8 +71,9 @@ const FAULTS: [Breaks; 41] = [
     breaks("gone-wrong-earliest", &["EG-01"]),
     // The other checks recognise events_gone by data.reason, as clients do: the code is EG-01's.
     breaks("gone-other-code", &["EG-01"]),
-    breaks("no-events-gone", &["RS-03b", "RS-07", "RT-04"]),
-    breaks("gone-off-by-one", &["RT-04", "RS-07"]),
+    // On the checkpoint twin too, a cursor before the checkpoint is answered with a gap (CP-04).
+    breaks("no-events-gone", &["RS-03b", "RS-07", "RT-04", "CP-04"]),
+    breaks("gone-off-by-one", &["RT-04", "RS-07", "CP-04"]),
     breaks("stream-loose-match", &["SE-01", "SE-03"]),
     breaks("stream-skips-lookup", &["SE-01", "DX-02"]),
     breaks("unknown-task-code", &["DX-02"]),
@@ -108,6 +109,12 @@ const FAULTS: [Breaks; 41] = [
     breaks("empty-left-open", &["RS-06"]),
     // Without tasks/stream at all, TS-01 passes and nothing else can be checked.
     breaks("no-streams", &[]),
+    // The checkpoint faults show only on the checkpoint twin; a result that skips to the
+    // checkpoint is a silent gap (RS-07) as well.
+    breaks("checkpoint-gap", &["CP-04", "RS-07"]),
+    breaks("checkpoint-covers-itself", &["CP-01"]),
+    // Everything kept: the stream starts at seq 0, and after = 0 is answered with events.
+    breaks("checkpoint-not-earliest", &["CP-03"]),
 ];
 
 fn set(ids: impl IntoIterator<Item = &'static str>) -> BTreeSet<&'static str> {
@@ -205,6 +212,9 @@ fault_tests! {
     empty_no_result => "empty-no-result",
     empty_left_open => "empty-left-open",
     no_streams => "no-streams",
+    checkpoint_gap => "checkpoint-gap",
+    checkpoint_covers_itself => "checkpoint-covers-itself",
+    checkpoint_not_earliest => "checkpoint-not-earliest",
 }
 
 #[test]
@@ -357,4 +367,32 @@ fn every_fault_of_the_server_is_in_the_table_and_tested() {
     assert_eq!(sorted(listed), table);
     let tested = sorted(TESTED.iter().map(|fault| (*fault).to_owned()).collect());
     assert_eq!(tested, table);
+}
+
+#[test]
+fn without_the_checkpoint_command_or_its_advertisement_the_cp_checks_are_skipped_and_say_why() {
+    let mut config = config(None, "5");
+    config.checkpoint_command = None;
+    let report = run(&config);
+    // A twin without --retain-from-checkpoint does not advertise it.
+    let mut unadvertised = crate::config(None, "5");
+    unadvertised.checkpoint_command = Some(crate::server(None, &[]));
+    let unadvertised = run(&unadvertised);
+    for era in Era::BOTH {
+        for (report, says) in [
+            (&report, "--checkpoint-cmd"),
+            (&unadvertised, "does not advertise"),
+        ] {
+            let got = era_report(report, era);
+            for id in ["CP-01", "CP-03", "CP-04"] {
+                match got.outcome(id) {
+                    Some(Outcome::Skip(why)) => {
+                        assert!(why.contains(says), "{id}: {why}\n{}", got.render())
+                    }
+                    other => panic!("{id} is {other:?}\n{}", got.render()),
+                }
+            }
+            assert_eq!(got.failed(), Vec::<&str>::new(), "{}", got.render());
+        }
+    }
 }

@@ -36,6 +36,7 @@ pub(crate) fn config(fault: Option<&str>, small_retention: &str) -> Config {
     let mut config = Config::new(server(fault, &[]));
     config.small_retention_command = Some(server(fault, &["--max-events", small_retention]));
     config.aged_retention_command = Some(server(fault, &["--max-age-ms", MAX_AGE_MS]));
+    config.checkpoint_command = Some(server(fault, &["--retain-from-checkpoint"]));
     config.timeout = Duration::from_secs(2);
     config.quiet = Duration::from_millis(100);
     config.stream_probe = 12;

@@ -17,6 +17,9 @@ use crate::faulty::task::{Emit, Record, Status, Task};
 const TASKS_EXTENSION: &str = "io.modelcontextprotocol/tasks";
 const RELATED_TASK: &str = "io.modelcontextprotocol/related-task";
 const MODERN: &str = "2026-07-28";
+/// The type of a checkpoint event (taskstream's `dev.taskstream.checkpoint`).
+const CHECKPOINT: &str = "dev.taskstream.checkpoint";
+
 /// The largest valid seq: an integer from 0 to 2^53 - 1.
 const MAX_SEQ: u64 = (1 << 53) - 1;
 
@@ -28,6 +31,8 @@ pub(crate) struct Options {
     /// Events older than this are dropped, when set.
     pub(crate) max_age: Option<Duration>,
     pub(crate) max_streams: usize,
+    /// Keep each task's events from its latest checkpoint on, and advertise it.
+    pub(crate) retain_from_checkpoint: bool,
 }
 
 /// A JSON-RPC error to answer.
@@ -238,25 +243,41 @@ impl<W: Write> FaultyServer<W> {
         let version = requested
             .filter(|v| matches!(*v, "2025-11-25" | "2025-06-18"))
             .unwrap_or("2025-11-25");
-        json!({
+        let mut result = json!({
             "protocolVersion": version,
             "capabilities": {
                 "tools": {},
                 "tasks": {"list": {}, "cancel": {}, "requests": {"tools": {"call": {}}}, "eventStreams": {}},
             },
             "serverInfo": {"name": "faulty-server", "version": env!("CARGO_PKG_VERSION")},
-        })
+        });
+        self.advertise_checkpoints(&mut result);
+        result
     }
 
     fn discover(&self) -> Value {
-        json!({
+        let mut result = json!({
             "resultType": "complete",
             "supportedVersions": [MODERN],
             "capabilities": {"tools": {}, "extensions": {TASKS_EXTENSION: {}, "dev.taskstream/event-streams": {}}},
             "serverInfo": {"name": "faulty-server", "version": env!("CARGO_PKG_VERSION")},
             "ttlMs": 60000,
             "cacheScope": "public",
-        })
+        });
+        self.advertise_checkpoints(&mut result);
+        result
+    }
+
+    /// With `--retain-from-checkpoint`, taskstream's `experimental["dev.taskstream/checkpoints"]`.
+    fn advertise_checkpoints(&self, result: &mut Value) {
+        if self.opts.retain_from_checkpoint {
+            result["capabilities"]["experimental"] = json!({
+                "dev.taskstream/checkpoints": {
+                    "eventType": CHECKPOINT,
+                    "retainFromCheckpoint": true,
+                },
+            });
+        }
     }
 
     fn tools_list(&self) -> Value {
@@ -376,6 +397,9 @@ impl<W: Write> FaultyServer<W> {
             return Err(self.unknown_task());
         };
         let mut json = self.task_json(id);
+        if self.opts.retain_from_checkpoint {
+            json["_meta"] = json!({"dev.taskstream/events": {"earliestSeq": task.earliest()}});
+        }
         if !self.legacy {
             match task.status {
                 Status::Completed => {
@@ -467,10 +491,38 @@ impl<W: Write> FaultyServer<W> {
             json!({"i": i, "data": "x".repeat(bytes)})
         };
         self.append(id, kind, payload);
+        let every = self.tasks.get(id).and_then(|t| t.emit.checkpoint_every);
+        if every.is_some_and(|n| (i + 1) % n == 0) {
+            self.checkpoint(id, i + 1);
+        }
         if fail_at == Some(i) {
             self.finish(id, Status::Failed);
         } else if i + 1 == count {
             self.finish(id, Status::Completed);
+        }
+    }
+
+    /// Appends a checkpoint of `ticks` ticks so far, and with `--retain-from-checkpoint` drops
+    /// every event before it.
+    fn checkpoint(&mut self, id: &str, ticks: u64) {
+        let Some(task) = self.tasks.get(id) else {
+            return;
+        };
+        let seq = task.next_seq;
+        let covers = if self.has(Fault::CheckpointCoversItself) {
+            Some(seq)
+        } else {
+            task.last_seq
+        };
+        self.append(
+            id,
+            CHECKPOINT,
+            json!({"coversThrough": covers, "state": {"ticks": ticks}}),
+        );
+        let drops = self.opts.retain_from_checkpoint && !self.has(Fault::CheckpointNotEarliest);
+        if let Some(task) = self.tasks.get_mut(id).filter(|_| drops) {
+            task.drop_below(seq);
+            task.from_checkpoint = true;
         }
     }
 

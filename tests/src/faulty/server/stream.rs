@@ -108,7 +108,8 @@ impl<W: Write> FaultyServer<W> {
             } else {
                 earliest
             };
-            if task.dropped && after + 1 < limit && !self.has(Fault::NoEventsGone) {
+            let gap = task.from_checkpoint && self.has(Fault::CheckpointGap);
+            if task.dropped && after + 1 < limit && !self.has(Fault::NoEventsGone) && !gap {
                 let reported = if self.has(Fault::GoneWrongEarliest) {
                     earliest.saturating_sub(1)
                 } else {
