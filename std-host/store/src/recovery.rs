@@ -347,7 +347,7 @@ pub(crate) fn open(config: StoreConfig, now: Millis, mode: Mode) -> Result<Store
                 index.mark_hole(id)?;
             }
             while st.next < target {
-                st.sizes.push_back(0);
+                st.push_size(0);
                 st.next = st.next.next().unwrap_or(Seq::MAX);
                 if st.next == Seq::MAX {
                     break;
@@ -575,6 +575,7 @@ fn load_tasks(
             holes.push((id.clone(), missing));
         }
         let bytes = sizes.iter().copied().map(u64::from).sum();
+        let empty = sizes.iter().filter(|s| **s == 0).count() as u64;
         tasks.insert(
             id,
             LiveTask::new(LiveTaskState {
@@ -588,6 +589,7 @@ fn load_tasks(
                 ahead: None,
                 sizes,
                 bytes,
+                empty,
                 record_bytes: super::TASK_OVERHEAD_BYTES + json.len() as u64,
             }),
         );
@@ -722,6 +724,90 @@ mod tests {
         assert_eq!(last.event_type, STATUS_EVENT_TYPE);
         let first = store.event("t", Seq::new(1).unwrap()).unwrap();
         assert_eq!(first.payload, br#"{"i":0}"#.to_vec());
+    }
+
+    #[test]
+    fn empty_seqs_a_repair_skips_never_push_retained_events_out() {
+        // A running task's events, then another task's, part of which is damaged: the repair
+        // skips the seqs the first task may have used in the damaged bytes, and under a count
+        // limit those empty seqs must not push its retained, acknowledged events out.
+        let dir = tempfile::tempdir().unwrap();
+        let mut cfg = config(dir.path());
+        cfg.retention.max_events = 40;
+        let tick = |i: usize| format!("{{\"i\":{i}}}").into_bytes();
+        {
+            let store = Store::open(cfg.clone(), Millis(1)).unwrap();
+            store.create_task(record("t"), Millis(1)).unwrap();
+            for i in 0..30 {
+                store
+                    .append("t", "dev.taskstream.tick", &tick(i), Millis(2))
+                    .unwrap();
+            }
+            store.create_task(record("u"), Millis(2)).unwrap();
+            for i in 0..30 {
+                store
+                    .append("u", "dev.taskstream.tick", &tick(i), Millis(2))
+                    .unwrap();
+            }
+        }
+        // Events 5 to 24 of `u` damaged where the log keeps them, valid records after them.
+        let mut hit = 0;
+        for entry in std::fs::read_dir(dir.path().join("wal")).unwrap() {
+            let path = entry.unwrap().path();
+            if wal::segment_start(&path).is_none() {
+                continue;
+            }
+            let mut bytes = std::fs::read(&path).unwrap();
+            let mut at = 0;
+            let mut changed = false;
+            while at < bytes.len() {
+                let Ok((rec, used)) = record::decode(&bytes[at..]) else {
+                    break;
+                };
+                let seq = rec.event().map(|e| (e.task_id == "u", e.seq.get()));
+                if matches!(rec, Record::Event(_)) && matches!(seq, Some((true, 5..=24))) {
+                    bytes[at + used - 6] ^= 0xFF;
+                    hit += 1;
+                    changed = true;
+                }
+                at += used;
+            }
+            if changed {
+                std::fs::write(&path, &bytes).unwrap();
+            }
+        }
+        assert_eq!(hit, 20, "the damaged events are in the log");
+        assert!(
+            Store::open(cfg.clone(), Millis(4)).is_err(),
+            "damage is refused"
+        );
+        let check = |store: &Store| {
+            let mut out = Vec::new();
+            store.read_from("t", Seq::ZERO, 100, &mut out);
+            let ticks: Vec<&[u8]> = out
+                .iter()
+                .filter(|e| e.event_type == "dev.taskstream.tick")
+                .map(|e| &e.payload[..])
+                .collect();
+            assert_eq!(
+                ticks.len(),
+                30,
+                "every acknowledged event of t is kept: {out:?}"
+            );
+            for (i, p) in ticks.iter().enumerate() {
+                assert_eq!(*p, &tick(i)[..], "event {i}");
+            }
+            assert_eq!(out[0].seq, Seq::ZERO, "t's creation is kept too");
+        };
+        {
+            let store = Store::repair(cfg.clone(), Millis(4)).unwrap();
+            let repairs = store.recovery().repairs.join("\n");
+            assert!(repairs.contains("damaged"), "{repairs}");
+            check(&store);
+        }
+        // And at every later open, which enforces the count limit again.
+        let store = Store::open(cfg, Millis(5)).unwrap();
+        check(&store);
     }
 
     #[test]
