@@ -2,7 +2,8 @@
 //! reads, retention, the store-wide budget, checkpoints and index rebuilds.
 //!
 //! A running task keeps its newest events in a core `EventRing` as a read cache (bounded:
-//! [`CACHE_EVENTS`] events in [`CACHE_BYTES`] bytes per running task; a small ring until the
+//! [`CACHE_EVENTS`](super::cache::CACHE_EVENTS) events in
+//! [`CACHE_BYTES`](super::cache::CACHE_BYTES) bytes per running task; a small ring until the
 //! task needs more, `store/cache.rs`). An event enters the ring
 //! only after it is durable, so the ring never shows what the log might lose; reads of older
 //! seqs, and of terminal tasks, go to sled, and (in `group` and `none` mode, on a data dir) to
@@ -35,13 +36,17 @@ use taskstream_core::record::{self, EventRecord, Record};
 use taskstream_core::{EventType, Millis, Payload, Retained, RetentionPolicy, Seq};
 
 use super::checkpoint;
-use super::index::{encode_checked_into, encode_into, Index};
+use super::error::{AppendError, StoreError};
+use super::frame::{encode_checked_into, encode_into};
+use super::index::Index;
 use super::layout::{self, Generation};
-use super::wal::{self, Wal};
-use super::{
-    lock, lock_read, lock_write, AppendError, ChangeSignal, Durability, RawEvent, StoreError,
-    StoreStats, StoredEvent, TaskRecord, TaskStatus, TaskView, STATUS_EVENT_TYPE,
+use super::model::{
+    ChangeSignal, Durability, StoreStats, StoredEvent, TaskRecord, TaskStatus, TaskView,
+    STATUS_EVENT_TYPE,
 };
+use super::raw::RawEvent;
+use super::sync::{lock, lock_read, lock_write};
+use super::wal::{self, Wal};
 
 /// How often the background thread checkpoints (when anything was logged since).
 const CHECKPOINT_EVERY: Duration = Duration::from_secs(5);
@@ -59,11 +64,6 @@ const REBUILD_MIN_DROPPED: u64 = 1 << 20;
 /// How long a rebuild waits for the old index to be let go (by readers that took it before
 /// the switch, then by sled's threads) before it leaves the directory to a later checkpoint.
 const RETIRE_WAIT: Duration = Duration::from_secs(10);
-
-/// Events a running task's read cache holds at most.
-pub(crate) const CACHE_EVENTS: usize = 128;
-/// Bytes (event types plus payloads) a running task's read cache holds at most.
-pub(crate) const CACHE_BYTES: usize = 16 << 10;
 
 /// A running task's newest events (small first, grown on demand: `store/cache.rs`).
 type Cache = super::cache::TaskCache;
@@ -446,7 +446,7 @@ impl Engine {
     /// The engine of a store opened with `config`, on `index` and `wal`, with the tasks
     /// recovery found.
     pub(crate) fn new(
-        config: &crate::StoreConfig,
+        config: &crate::model::StoreConfig,
         index: Index,
         wal: Option<Wal>,
         on_disk: Option<(PathBuf, Generation)>,

@@ -205,7 +205,7 @@ impl Engine {
         // A creation or an end (re)writes the task's record, which the budget counts too.
         let new_record_bytes = state
             .as_ref()
-            .map(|s| crate::TASK_OVERHEAD_BYTES + s.len() as u64);
+            .map(|s| crate::model::TASK_OVERHEAD_BYTES + s.len() as u64);
         let (size, freed) = match new_record_bytes {
             Some(r) => (size + r, events_freed + old_record_bytes),
             None => (size, events_freed),
