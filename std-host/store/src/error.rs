@@ -148,7 +148,8 @@ pub enum AppendError {
         limit: u32,
     },
     /// The retained events of all tasks already take the store-wide budget
-    /// ([`StoreConfig::max_store_bytes`]); the event (or the new task) was not stored.
+    /// ([`StoreConfig::max_store_bytes`](crate::StoreConfig::max_store_bytes)); the event
+    /// (or the new task) was not stored.
     StoreFull {
         /// The bytes counted when it was refused.
         stored: u64,

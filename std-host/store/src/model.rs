@@ -38,7 +38,7 @@ pub enum Durability {
     None,
 }
 
-/// How to open a [`Store`].
+/// How to open a [`Store`](crate::Store).
 #[derive(Clone, Debug)]
 pub struct StoreConfig {
     /// The data dir, or `None` for a store that lives in memory only (`--in-memory`).
@@ -49,8 +49,9 @@ pub struct StoreConfig {
     pub retention: RetentionPolicy,
     /// The most bytes the store keeps: the event types plus compact payloads of retained events
     /// across all tasks, plus for each task its stored record and [`TASK_OVERHEAD_BYTES`];
-    /// beyond it new events and new tasks are refused ([`AppendError::StoreFull`]) until
-    /// retention frees some. [`DEFAULT_MAX_STORE_BYTES`] unless told otherwise.
+    /// beyond it new events and new tasks are refused
+    /// ([`AppendError::StoreFull`](crate::AppendError::StoreFull)) until retention frees
+    /// some. [`DEFAULT_MAX_STORE_BYTES`] unless told otherwise.
     pub max_store_bytes: u64,
     /// The bound of the index's page cache (sled's `cache_capacity`) on a data dir: events read
     /// from it are served from memory up to this many bytes, the rest from the file. More makes
