@@ -11,10 +11,9 @@
 
 use taskstream_core::{Millis, RetentionPolicy, Seq};
 
-use super::{
-    AppendError, ChangeSignal, RawEvent, Store, StoreError, StoreStats, TaskRecord, TaskStatus,
-    TaskView,
-};
+use super::error::{AppendError, StoreError};
+use super::model::{ChangeSignal, StoreStats, TaskRecord, TaskStatus, TaskView};
+use super::raw::RawEvent;
 
 /// The storage interface of the server (see the module docs). Shared between threads.
 pub trait TaskStore: Send + Sync {
@@ -160,97 +159,5 @@ pub trait TaskStore: Send + Sync {
     /// A shared store's connection pool: connections in use and the pool's size.
     fn pool(&self) -> Option<(usize, usize)> {
         None
-    }
-}
-
-impl TaskStore for Store {
-    fn retention(&self) -> &RetentionPolicy {
-        Store::retention(self)
-    }
-
-    fn changes(&self) -> &ChangeSignal {
-        Store::changes(self)
-    }
-
-    fn has_failed(&self) -> bool {
-        Store::has_failed(self)
-    }
-
-    fn create_task(&self, record: TaskRecord, now: Millis) -> Result<(), AppendError> {
-        Store::create_task(self, record, now)
-    }
-
-    fn lookup(&self, task_id: &str) -> Result<Option<TaskView>, StoreError> {
-        Ok(Store::task(self, task_id))
-    }
-
-    fn task(&self, task_id: &str) -> Option<TaskView> {
-        Store::task(self, task_id)
-    }
-
-    fn tasks(&self) -> Vec<TaskView> {
-        Store::tasks(self)
-    }
-
-    fn append(
-        &self,
-        task_id: &str,
-        event_type: &str,
-        payload: &[u8],
-        now: Millis,
-    ) -> Result<Seq, AppendError> {
-        Store::append(self, task_id, event_type, payload, now)
-    }
-
-    fn emit(
-        &self,
-        task_id: &str,
-        event_type: &str,
-        payload: &[u8],
-        now: Millis,
-    ) -> Result<Seq, AppendError> {
-        Store::emit(self, task_id, event_type, payload, now)
-    }
-
-    fn finish(
-        &self,
-        task_id: &str,
-        status: TaskStatus,
-        message: Option<String>,
-        result: Option<serde_json::Value>,
-        error: Option<serde_json::Value>,
-        now: Millis,
-    ) -> Result<Seq, AppendError> {
-        Store::finish(self, task_id, status, message, result, error, now)
-    }
-
-    fn read_raw_from(
-        &self,
-        task_id: &str,
-        from: Seq,
-        max: usize,
-        push: &mut dyn FnMut(RawEvent),
-    ) -> Result<usize, StoreError> {
-        Store::read_raw_from(self, task_id, from, max, push)
-    }
-
-    fn sweep(&self, now: Millis) -> usize {
-        Store::sweep(self, now)
-    }
-
-    fn kind(&self) -> &'static str {
-        if self.config().data_dir.is_some() {
-            "data_dir"
-        } else {
-            "memory"
-        }
-    }
-
-    fn stats(&self) -> Option<StoreStats> {
-        Some(Store::stats(self))
-    }
-
-    fn budget(&self) -> Option<(u64, u64)> {
-        Some((self.stored_bytes(), self.config().max_store_bytes))
     }
 }

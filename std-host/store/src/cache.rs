@@ -11,7 +11,10 @@
 use taskstream_core::ring::{AppendError, Appended, EventRef};
 use taskstream_core::{EventRing, EventType, Millis, Payload, Retained, RetentionPolicy, Seq};
 
-use super::engine::{CACHE_BYTES, CACHE_EVENTS};
+/// Events a running task's read cache holds at most.
+pub(crate) const CACHE_EVENTS: usize = 128;
+/// Bytes (event types plus payloads) a running task's read cache holds at most.
+pub(crate) const CACHE_BYTES: usize = 16 << 10;
 
 /// Events the small ring holds.
 pub(crate) const SMALL_EVENTS: usize = 32;

@@ -21,8 +21,8 @@ use std::fmt::Write as _;
 use std::fs;
 use std::path::Path;
 
+use super::error::StoreError;
 use super::storage::StdStorage;
-use super::StoreError;
 
 /// The file's name in the data dir.
 pub(crate) const FILE: &str = "CHECKPOINT";

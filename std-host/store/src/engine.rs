@@ -2,7 +2,8 @@
 //! reads, retention, the store-wide budget, checkpoints and index rebuilds.
 //!
 //! A running task keeps its newest events in a core `EventRing` as a read cache (bounded:
-//! [`CACHE_EVENTS`] events in [`CACHE_BYTES`] bytes per running task; a small ring until the
+//! [`CACHE_EVENTS`](super::cache::CACHE_EVENTS) events in
+//! [`CACHE_BYTES`](super::cache::CACHE_BYTES) bytes per running task; a small ring until the
 //! task needs more, `store/cache.rs`). An event enters the ring
 //! only after it is durable, so the ring never shows what the log might lose; reads of older
 //! seqs, and of terminal tasks, go to sled, and (in `group` and `none` mode, on a data dir) to
@@ -17,6 +18,13 @@
 //! log's queue, the `index` pointer, which only a rebuild holding the gate exclusively
 //! replaces). A checkpoint (and a rebuild, which runs inside one) takes `checkpointing` and
 //! then the gate, never a task's lock, so it can never wait on itself or on a writer.
+//!
+//! Retention invariant (cited as R1 by the code and the test that checks it):
+//! - **R1** The count limit (`max_events`) counts real events only: a retained seq with no
+//!   event (one a repair skipped so no seq is used twice, or whose event damage took) never
+//!   pushes a retained event out. `LiveTaskState::empty` counts them, and
+//!   `LiveTaskState::count_floor` sets the floor past the oldest real events beyond the limit
+//!   (`recovery::tests::empty_seqs_a_repair_skips_never_push_retained_events_out`).
 
 use std::collections::{HashMap, VecDeque};
 use std::path::{Path, PathBuf};
@@ -28,13 +36,17 @@ use taskstream_core::record::{self, EventRecord, Record};
 use taskstream_core::{EventType, Millis, Payload, Retained, RetentionPolicy, Seq};
 
 use super::checkpoint;
-use super::index::{encode_checked_into, encode_into, Index};
+use super::error::{AppendError, StoreError};
+use super::frame::{encode_checked_into, encode_into};
+use super::index::Index;
 use super::layout::{self, Generation};
-use super::wal::{self, Wal};
-use super::{
-    lock, lock_read, lock_write, AppendError, ChangeSignal, Durability, RawEvent, StoreError,
-    StoreStats, StoredEvent, TaskRecord, TaskStatus, TaskView, STATUS_EVENT_TYPE,
+use super::model::{
+    ChangeSignal, Durability, StoreStats, StoredEvent, TaskRecord, TaskStatus, TaskView,
+    STATUS_EVENT_TYPE,
 };
+use super::raw::RawEvent;
+use super::sync::{lock, lock_read, lock_write};
+use super::wal::{self, Wal};
 
 /// How often the background thread checkpoints (when anything was logged since).
 const CHECKPOINT_EVERY: Duration = Duration::from_secs(5);
@@ -52,11 +64,6 @@ const REBUILD_MIN_DROPPED: u64 = 1 << 20;
 /// How long a rebuild waits for the old index to be let go (by readers that took it before
 /// the switch, then by sled's threads) before it leaves the directory to a later checkpoint.
 const RETIRE_WAIT: Duration = Duration::from_secs(10);
-
-/// Events a running task's read cache holds at most.
-pub(crate) const CACHE_EVENTS: usize = 128;
-/// Bytes (event types plus payloads) a running task's read cache holds at most.
-pub(crate) const CACHE_BYTES: usize = 16 << 10;
 
 /// A running task's newest events (small first, grown on demand: `store/cache.rs`).
 type Cache = super::cache::TaskCache;
@@ -250,6 +257,10 @@ pub(crate) struct LiveTaskState {
     pub(crate) sizes: VecDeque<u32>,
     /// The sum of `sizes`.
     pub(crate) bytes: u64,
+    /// How many of `sizes` are 0: retained seqs with no event, which only a repair leaves
+    /// (seqs skipped so none is used twice, or events lost to damage). The count limit counts
+    /// real events only, so these never push a retained event out (R1).
+    pub(crate) empty: u64,
     /// What the budget counts for the task itself: its stored record's size plus
     /// [`TASK_OVERHEAD_BYTES`](super::TASK_OVERHEAD_BYTES) (0 until it is created).
     pub(crate) record_bytes: u64,
@@ -280,9 +291,61 @@ impl LiveTaskState {
     fn drop_sizes_before(&mut self, floor: Seq) -> u64 {
         let n = usize::try_from(floor.distance_from(self.earliest)).unwrap_or(usize::MAX);
         let n = n.min(self.sizes.len());
-        let freed: u64 = self.sizes.drain(..n).map(u64::from).sum();
+        let mut empty = 0;
+        let freed: u64 = self
+            .sizes
+            .drain(..n)
+            .inspect(|s| empty += u64::from(*s == 0))
+            .map(u64::from)
+            .sum();
+        self.empty = self.empty.saturating_sub(empty);
         self.bytes = self.bytes.saturating_sub(freed);
         freed
+    }
+
+    /// Records one more retained seq of `size` bytes (0: a seq with no event).
+    pub(crate) fn push_size(&mut self, size: u32) {
+        self.sizes.push_back(size);
+        self.bytes += u64::from(size);
+        self.empty += u64::from(size == 0);
+    }
+
+    /// The retention floor the count limit sets for a task whose retained seqs run from
+    /// `earliest` to before `next` once the append under way lands (`earliest` at or after
+    /// the published `self.earliest`, the seqs past `sizes` all real events still pending):
+    /// the oldest real events beyond `max` are pushed out, and empty seqs count for nothing
+    /// (R1: a repair's skipped seqs never push a retained event out).
+    pub(crate) fn count_floor(&self, earliest: Seq, next: Seq, max: u64) -> Seq {
+        let span = next.distance_from(earliest);
+        if span <= max {
+            return earliest;
+        }
+        if self.empty == 0 {
+            // Every seq an event: the common case, in constant time.
+            return Seq::new(next.get() - max).unwrap_or(next);
+        }
+        let skip = usize::try_from(earliest.distance_from(self.earliest)).unwrap_or(usize::MAX);
+        let empty = self.sizes.iter().skip(skip).filter(|s| **s == 0).count() as u64;
+        let real = span.saturating_sub(empty);
+        if real <= max {
+            return earliest;
+        }
+        // Past the `real - max` oldest real events.
+        let mut drop = real - max;
+        let mut at = earliest;
+        for size in self.sizes.iter().skip(skip) {
+            at = at.next().unwrap_or(next);
+            if *size != 0 {
+                drop -= 1;
+                if drop == 0 {
+                    return at;
+                }
+            }
+        }
+        // The rest are pending appends, every one a real event.
+        Seq::new(at.get().saturating_add(drop))
+            .unwrap_or(next)
+            .min(next)
     }
 }
 
@@ -383,7 +446,7 @@ impl Engine {
     /// The engine of a store opened with `config`, on `index` and `wal`, with the tasks
     /// recovery found.
     pub(crate) fn new(
-        config: &crate::StoreConfig,
+        config: &crate::model::StoreConfig,
         index: Index,
         wal: Option<Wal>,
         on_disk: Option<(PathBuf, Generation)>,

@@ -128,3 +128,34 @@ impl From<WalError> for StoreError {
         StoreError::Wal(e)
     }
 }
+
+/// Why an append was refused.
+#[derive(Debug)]
+pub enum AppendError {
+    /// No such task.
+    UnknownTask,
+    /// The task is terminal; its log is frozen.
+    Terminal,
+    /// The payload is not a JSON object.
+    InvalidPayload(taskstream_core::json::JsonError),
+    /// The event type is not vendor-prefixed.
+    InvalidType(taskstream_core::event::EventTypeError),
+    /// The payload exceeds the retention policy's `max_payload_bytes`.
+    PayloadTooLarge {
+        /// The payload's compact size.
+        size: usize,
+        /// The limit.
+        limit: u32,
+    },
+    /// The retained events of all tasks already take the store-wide budget
+    /// ([`StoreConfig::max_store_bytes`](crate::StoreConfig::max_store_bytes)); the event
+    /// (or the new task) was not stored.
+    StoreFull {
+        /// The bytes counted when it was refused.
+        stored: u64,
+        /// The budget.
+        limit: u64,
+    },
+    /// Storage failed; the event was not appended.
+    Storage(StoreError),
+}

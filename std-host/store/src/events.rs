@@ -16,9 +16,10 @@ use std::sync::{Arc, RwLock};
 use taskstream_core::record::{self, Record};
 use taskstream_core::Seq;
 
-use super::index::encode_into;
+use super::error::StoreError;
+use super::frame::encode_into;
+use super::sync::{lock_read, lock_write};
 use super::wal::SegmentFiles;
-use super::{lock_read, lock_write, StoreError};
 use bytes::Bytes;
 
 fn encode(rec: &Record<'_>) -> Result<Vec<u8>, StoreError> {

@@ -12,9 +12,9 @@
 use std::fs;
 use std::path::{Path, PathBuf};
 
+use super::error::StoreError;
 use super::fsutil;
 use super::storage::StdStorage;
-use super::StoreError;
 
 /// The pointer file naming the current index directory.
 const POINTER: &str = "INDEX";

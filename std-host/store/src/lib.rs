@@ -61,10 +61,12 @@ pub mod clock;
 mod engine;
 mod error;
 mod events;
+mod frame;
 mod fsutil;
 mod index;
 mod layout;
 mod log;
+mod model;
 #[cfg(feature = "postgres")]
 #[cfg_attr(docsrs, doc(cfg(feature = "postgres")))]
 pub mod pg;
@@ -72,334 +74,30 @@ mod raw;
 mod recovery;
 pub mod stats;
 mod storage;
+mod sync;
 mod tree;
 mod wal;
 
 use std::fs::File;
-use std::path::PathBuf;
-use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::sync::Arc;
 use std::thread::JoinHandle;
-use std::time::Duration;
 
-use serde::{Deserialize, Serialize};
-use taskstream_core::{Millis, Retained, RetentionPolicy, Seq};
+use taskstream_core::{Millis, RetentionPolicy, Seq};
 
 pub use backend::TaskStore;
-pub use error::StoreError;
+pub use error::{AppendError, StoreError};
 #[cfg(feature = "postgres")]
 pub use pg::{PgConfig, PgStore};
 
-/// The default of `--lease-timeout`: how long a PostgreSQL replica's lease lasts without
-/// renewal.
-pub const DEFAULT_LEASE_TIMEOUT: Duration = Duration::from_secs(15);
-
-/// The default of `--store-pool`: how many connections a PostgreSQL replica's reads may hold
-/// at once.
-pub const DEFAULT_PG_POOL_SIZE: usize = 16;
-
-/// The default of `--store-writers`: how many connections of a PostgreSQL replica commit
-/// batches of events side by side.
-pub const DEFAULT_PG_WRITERS: usize = 2;
+pub use model::{
+    ChangeSignal, Durability, StoreConfig, StoreStats, StoredEvent, TaskRecord, TaskStatus,
+    TaskView, WalStats, DEFAULT_INDEX_CACHE_BYTES, DEFAULT_LEASE_TIMEOUT, DEFAULT_MAX_STORE_BYTES,
+    DEFAULT_PG_POOL_SIZE, DEFAULT_PG_WRITERS, REPAIR_FAILURE_MESSAGE, RESTART_FAILURE_MESSAGE,
+    STATUS_EVENT_TYPE, TASK_OVERHEAD_BYTES,
+};
 pub use raw::RawEvent;
-pub use wal::{Damage, TornTail, WalError, WalStats};
-
-/// The event type of status transitions (docs/interface.md, "Tools the server offers").
-pub const STATUS_EVENT_TYPE: &str = "dev.taskstream.task.status";
-
-/// When an appended event is durable.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum Durability {
-    /// `fdatasync` before each event is visible.
-    Event,
-    /// Group commit: one `fdatasync` covers every event appended meanwhile; still nothing is
-    /// visible before it is durable.
-    Group,
-    /// No device flush (tests and benchmarks only).
-    None,
-}
-
-/// How to open a [`Store`].
-#[derive(Clone, Debug)]
-pub struct StoreConfig {
-    /// The data dir, or `None` for a store that lives in memory only (`--in-memory`).
-    pub data_dir: Option<PathBuf>,
-    /// When appends are durable.
-    pub durability: Durability,
-    /// What is retained.
-    pub retention: RetentionPolicy,
-    /// The most bytes the store keeps: the event types plus compact payloads of retained events
-    /// across all tasks, plus for each task its stored record and [`TASK_OVERHEAD_BYTES`];
-    /// beyond it new events and new tasks are refused ([`AppendError::StoreFull`]) until
-    /// retention frees some. [`DEFAULT_MAX_STORE_BYTES`] unless told otherwise.
-    pub max_store_bytes: u64,
-    /// The bound of the index's page cache (sled's `cache_capacity`) on a data dir: events read
-    /// from it are served from memory up to this many bytes, the rest from the file. More makes
-    /// replays of long logs faster; less keeps the server smaller (benches/REPORT.md, run L).
-    /// [`DEFAULT_INDEX_CACHE_BYTES`] unless told otherwise; unused in memory and on PostgreSQL.
-    pub index_cache_bytes: u64,
-}
-
-/// The default of [`StoreConfig::max_store_bytes`] (`--max-store-bytes`): 1 GiB.
-pub const DEFAULT_MAX_STORE_BYTES: u64 = 1 << 30;
-
-/// The default of [`StoreConfig::index_cache_bytes`] (`--index-cache-mib`): 64 MiB.
-pub const DEFAULT_INDEX_CACHE_BYTES: u64 = 64 << 20;
-
-/// What the budget counts for each task besides its events and its stored record: about what
-/// its bookkeeping (the task table's entry, its record in memory, its locks) costs, measured,
-/// so that creating tasks that emit nothing is bounded too.
-pub const TASK_OVERHEAD_BYTES: u64 = 2048;
-
-/// The status of a task (SEP-1686 / SEP-2663 share these names).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-#[non_exhaustive]
-pub enum TaskStatus {
-    /// Running.
-    Working,
-    /// Waiting for input from the client.
-    InputRequired,
-    /// Finished with a result.
-    Completed,
-    /// Finished with an error.
-    Failed,
-    /// Cancelled by the client.
-    Cancelled,
-}
-
-impl TaskStatus {
-    /// The payload of the terminal `dev.taskstream.task.status` event a store appends when a
-    /// task reaches this status: `{"status": "<status>"}`, plus `"message"` when given. Every
-    /// store writes it from here, so they cannot disagree.
-    #[must_use]
-    pub fn event_payload(self, message: Option<&str>) -> String {
-        let mut payload = serde_json::json!({ "status": self.as_str() });
-        if let Some(m) = message {
-            payload["message"] = serde_json::Value::String(m.to_owned());
-        }
-        payload.to_string()
-    }
-
-    /// Whether no transition leaves this status.
-    #[must_use]
-    pub const fn is_terminal(self) -> bool {
-        matches!(
-            self,
-            TaskStatus::Completed | TaskStatus::Failed | TaskStatus::Cancelled
-        )
-    }
-
-    /// The wire name.
-    #[must_use]
-    pub const fn as_str(self) -> &'static str {
-        match self {
-            TaskStatus::Working => "working",
-            TaskStatus::InputRequired => "input_required",
-            TaskStatus::Completed => "completed",
-            TaskStatus::Failed => "failed",
-            TaskStatus::Cancelled => "cancelled",
-        }
-    }
-}
-
-/// Everything stored about a task besides its events.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct TaskRecord {
-    /// The task id (at least 122 random bits).
-    pub task_id: String,
-    /// The principal that created the task; only it may see the task.
-    pub principal: String,
-    /// The tool that runs it.
-    pub tool: String,
-    /// Current status.
-    pub status: TaskStatus,
-    /// Optional human-readable status message.
-    pub status_message: Option<String>,
-    /// Wall-clock creation time.
-    pub created_at: Millis,
-    /// Wall-clock time of the last status change.
-    pub last_updated_at: Millis,
-    /// Requested time to live from creation, in ms (`None`: unlimited).
-    pub ttl_ms: Option<u64>,
-    /// Suggested polling interval, in ms.
-    pub poll_interval_ms: u64,
-    /// The tool's result (a `CallToolResult` object) once completed.
-    pub result: Option<serde_json::Value>,
-    /// The JSON-RPC error object once failed.
-    pub error: Option<serde_json::Value>,
-}
-
-/// A task as seen now: its record and its retained event range.
-#[derive(Clone, Debug, PartialEq)]
-pub struct TaskView {
-    /// The record.
-    pub record: TaskRecord,
-    /// The seqs still retained, and the next seq.
-    pub retained: Retained,
-}
-
-/// One stored event.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct StoredEvent {
-    /// Its seq.
-    pub seq: Seq,
-    /// Its vendor-prefixed type.
-    pub event_type: String,
-    /// Its payload: one JSON object in compact form.
-    pub payload: Vec<u8>,
-    /// When it was appended (wall clock).
-    pub at: Millis,
-}
-
-/// Why an append was refused.
-#[derive(Debug)]
-pub enum AppendError {
-    /// No such task.
-    UnknownTask,
-    /// The task is terminal; its log is frozen.
-    Terminal,
-    /// The payload is not a JSON object.
-    InvalidPayload(taskstream_core::json::JsonError),
-    /// The event type is not vendor-prefixed.
-    InvalidType(taskstream_core::event::EventTypeError),
-    /// The payload exceeds the retention policy's `max_payload_bytes`.
-    PayloadTooLarge {
-        /// The payload's compact size.
-        size: usize,
-        /// The limit.
-        limit: u32,
-    },
-    /// The retained events of all tasks already take the store-wide budget
-    /// ([`StoreConfig::max_store_bytes`]); the event (or the new task) was not stored.
-    StoreFull {
-        /// The bytes counted when it was refused.
-        stored: u64,
-        /// The budget.
-        limit: u64,
-    },
-    /// Storage failed; the event was not appended.
-    Storage(StoreError),
-}
-
-/// A counter that moves whenever any task gains an event or changes status; the delivery
-/// thread waits on it instead of polling.
-///
-/// A move wakes waiters only if there are any: while the delivery thread is busy writing,
-/// appends cost no system call for it.
-#[derive(Debug, Default)]
-pub struct ChangeSignal {
-    state: Mutex<SignalState>,
-    cond: Condvar,
-}
-
-#[derive(Debug, Default)]
-struct SignalState {
-    epoch: u64,
-    /// Threads inside [`ChangeSignal::wait_past`]; counted under the same lock as the epoch,
-    /// so a waiter either sees the new epoch before it sleeps or is counted when it moves.
-    waiters: usize,
-}
-
-impl ChangeSignal {
-    /// The current epoch.
-    pub fn epoch(&self) -> u64 {
-        lock(&self.state).epoch
-    }
-
-    /// Advances the epoch and wakes every waiter.
-    pub fn notify(&self) {
-        let waiting = {
-            let mut st = lock(&self.state);
-            st.epoch += 1;
-            st.waiters > 0
-        };
-        if waiting {
-            self.cond.notify_all();
-        }
-    }
-
-    /// Waits until the epoch differs from `seen` or `timeout` passes; returns the epoch.
-    pub fn wait_past(&self, seen: u64, timeout: Duration) -> u64 {
-        let mut st = lock(&self.state);
-        if st.epoch != seen {
-            return st.epoch;
-        }
-        st.waiters += 1;
-        let (mut st, _) = self
-            .cond
-            .wait_timeout_while(st, timeout, |s| s.epoch == seen)
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        st.waiters -= 1;
-        st.epoch
-    }
-}
-
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
-}
-
-fn lock_read<T>(m: &std::sync::RwLock<T>) -> std::sync::RwLockReadGuard<'_, T> {
-    m.read().unwrap_or_else(std::sync::PoisonError::into_inner)
-}
-
-fn lock_write<T>(m: &std::sync::RwLock<T>) -> std::sync::RwLockWriteGuard<'_, T> {
-    m.write().unwrap_or_else(std::sync::PoisonError::into_inner)
-}
-
-/// What [`Store::open`] found and did; the server logs it.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct RecoveryReport {
-    /// Log records replayed into sled.
-    pub replayed_records: u64,
-    /// The torn or corrupt tail cut off the log, if any (expected after a crash mid-write).
-    pub torn_tail: Option<TornTail>,
-    /// Bytes of log cut off (the torn tail and any segment that did not follow on).
-    pub discarded_bytes: u64,
-    /// Whether log segments between the last checkpoint and the first remaining segment were
-    /// missing (data written in that span is lost).
-    pub wal_gap: bool,
-    /// Index directories other than the one in use, deleted: what an index rebuild that was
-    /// interrupted left (a half-built new one, or the old one it had switched away from).
-    pub stale_index_dirs: usize,
-    /// Tasks recovered.
-    pub tasks: usize,
-    /// Tasks that were running when the previous process stopped; each now ends as `failed`
-    /// with a terminal status event.
-    pub failed_tasks: Vec<String>,
-    /// What is wrong with the data dir's files but harmless to go on with (loose modes that
-    /// were repaired, a data dir others may write to, files of another owner); the server
-    /// logs each.
-    pub warnings: Vec<String>,
-    /// What [`Store::repair`] found damaged and went past (empty after a plain open, which
-    /// refuses damage instead).
-    pub repairs: Vec<String>,
-    /// The damaged stretches of log a repair skipped.
-    pub damage: Vec<Damage>,
-    /// Tasks the last checkpoint listed that a repair found the index no longer has: lost.
-    pub lost_tasks: Vec<String>,
-}
-
-/// Counters of what storage did, for tests and measurements.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct StoreStats {
-    /// The write-ahead log's counters (all zero in memory).
-    pub wal: WalStats,
-    /// Checkpoints completed (each a sled flush plus `fdatasync` of sled's file).
-    pub checkpoints: u64,
-    /// Index rebuilds completed (each a fresh sled directory holding only live data).
-    pub index_rebuilds: u64,
-}
-
-/// The message of the terminal status event of a task that was running when the server
-/// stopped.
-pub const RESTART_FAILURE_MESSAGE: &str = "The server stopped while the task was running";
-
-/// The message of the terminal status event of a task that was running when a repair went past
-/// damage: some of its events may be lost.
-pub const REPAIR_FAILURE_MESSAGE: &str =
-    "The server stopped while the task was running, and storage damage may have lost some of \
-     its events";
+pub use recovery::RecoveryReport;
+pub use wal::{Damage, TornTail, WalError};
 
 /// The task store. Shared between threads behind an `Arc`.
 pub struct Store {
@@ -416,6 +114,18 @@ pub struct Store {
 }
 
 impl Store {
+    fn from_opened(o: recovery::Opened) -> Store {
+        Store {
+            config: o.config,
+            engine: o.engine,
+            checkpointer: o.checkpointer,
+            flusher: o.flusher,
+            applier: o.applier,
+            report: o.report,
+            _lock: o.lock,
+        }
+    }
+
     /// Opens (or creates) the store and recovers it: every task that was running when the
     /// process died ends as `failed` with a terminal status event.
     ///
@@ -423,7 +133,7 @@ impl Store {
     /// [`StoreError`] if the data dir cannot be opened or is held by another server
     /// ([`StoreError::Locked`]), or its log or sled cannot be read.
     pub fn open(config: StoreConfig, now: Millis) -> Result<Store, StoreError> {
-        recovery::open(config, now, recovery::Mode::Refuse)
+        recovery::open(config, now, recovery::Mode::Refuse).map(Store::from_opened)
     }
 
     /// Opens the store like [`open`](Self::open), but goes past damage instead of refusing it
@@ -435,7 +145,7 @@ impl Store {
     /// # Errors
     /// As [`open`](Self::open), except damage.
     pub fn repair(config: StoreConfig, now: Millis) -> Result<Store, StoreError> {
-        recovery::open(config, now, recovery::Mode::Repair)
+        recovery::open(config, now, recovery::Mode::Repair).map(Store::from_opened)
     }
 
     /// Whether a write or flush failure stopped the store (fail-stop): it refuses every write
@@ -664,10 +374,103 @@ impl Drop for Store {
     }
 }
 
+impl TaskStore for Store {
+    fn retention(&self) -> &RetentionPolicy {
+        Store::retention(self)
+    }
+
+    fn changes(&self) -> &ChangeSignal {
+        Store::changes(self)
+    }
+
+    fn has_failed(&self) -> bool {
+        Store::has_failed(self)
+    }
+
+    fn create_task(&self, record: TaskRecord, now: Millis) -> Result<(), AppendError> {
+        Store::create_task(self, record, now)
+    }
+
+    fn lookup(&self, task_id: &str) -> Result<Option<TaskView>, StoreError> {
+        Ok(Store::task(self, task_id))
+    }
+
+    fn task(&self, task_id: &str) -> Option<TaskView> {
+        Store::task(self, task_id)
+    }
+
+    fn tasks(&self) -> Vec<TaskView> {
+        Store::tasks(self)
+    }
+
+    fn append(
+        &self,
+        task_id: &str,
+        event_type: &str,
+        payload: &[u8],
+        now: Millis,
+    ) -> Result<Seq, AppendError> {
+        Store::append(self, task_id, event_type, payload, now)
+    }
+
+    fn emit(
+        &self,
+        task_id: &str,
+        event_type: &str,
+        payload: &[u8],
+        now: Millis,
+    ) -> Result<Seq, AppendError> {
+        Store::emit(self, task_id, event_type, payload, now)
+    }
+
+    fn finish(
+        &self,
+        task_id: &str,
+        status: TaskStatus,
+        message: Option<String>,
+        result: Option<serde_json::Value>,
+        error: Option<serde_json::Value>,
+        now: Millis,
+    ) -> Result<Seq, AppendError> {
+        Store::finish(self, task_id, status, message, result, error, now)
+    }
+
+    fn read_raw_from(
+        &self,
+        task_id: &str,
+        from: Seq,
+        max: usize,
+        push: &mut dyn FnMut(RawEvent),
+    ) -> Result<usize, StoreError> {
+        Store::read_raw_from(self, task_id, from, max, push)
+    }
+
+    fn sweep(&self, now: Millis) -> usize {
+        Store::sweep(self, now)
+    }
+
+    fn kind(&self) -> &'static str {
+        if self.config().data_dir.is_some() {
+            "data_dir"
+        } else {
+            "memory"
+        }
+    }
+
+    fn stats(&self) -> Option<StoreStats> {
+        Some(Store::stats(self))
+    }
+
+    fn budget(&self) -> Option<(u64, u64)> {
+        Some((self.stored_bytes(), self.config().max_store_bytes))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use std::sync::mpsc;
+    use std::time::Duration;
 
     #[test]
     fn a_change_signal_never_loses_a_wake_up() {

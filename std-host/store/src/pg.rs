@@ -67,15 +67,16 @@ use taskstream_core::{EventType, Millis, Payload, Retained, RetentionPolicy, Seq
 
 use crate::log::log;
 
-use super::{
-    lock, AppendError, ChangeSignal, RawEvent, StoreError, TaskRecord, TaskStatus, TaskStore,
-    TaskView, STATUS_EVENT_TYPE,
-};
+use super::backend::TaskStore;
+use super::error::{AppendError, StoreError};
+use super::model::{ChangeSignal, TaskRecord, TaskStatus, TaskView, STATUS_EVENT_TYPE};
+use super::raw::RawEvent;
+use super::sync::lock;
 
 /// The schema version this build writes and reads; a database at a newer one is refused.
 pub const SCHEMA_VERSION: i32 = 2;
 
-pub use crate::DEFAULT_LEASE_TIMEOUT;
+pub use crate::model::DEFAULT_LEASE_TIMEOUT;
 
 /// The message of the terminal status event of a task whose replica's lease expired.
 pub const LEASE_FAILURE_MESSAGE: &str = "The server running the task stopped (its lease expired)";
@@ -291,10 +292,10 @@ pub struct PgConfig {
 }
 
 /// The default [`PgConfig::pool_size`].
-pub const DEFAULT_POOL_SIZE: usize = crate::DEFAULT_PG_POOL_SIZE;
+pub const DEFAULT_POOL_SIZE: usize = crate::model::DEFAULT_PG_POOL_SIZE;
 
 /// The default [`PgConfig::writers`].
-pub const DEFAULT_WRITERS: usize = crate::DEFAULT_PG_WRITERS;
+pub const DEFAULT_WRITERS: usize = crate::model::DEFAULT_PG_WRITERS;
 
 /// The PostgreSQL store (see the module docs). Dropping it stops its threads; its running
 /// tasks stay owned by its replica id until its lease expires.

@@ -10,7 +10,8 @@ use std::ops::Range;
 use taskstream_core::record::{self, Record};
 use taskstream_core::{Millis, Seq};
 
-use super::{StoreError, StoredEvent};
+use super::error::StoreError;
+use super::model::StoredEvent;
 
 /// One retained event, read without copying it out of the index.
 #[derive(Clone, Debug)]

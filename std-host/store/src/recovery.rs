@@ -1,4 +1,4 @@
-//! [`Store::open`]: take the data dir, replay the log into sled, rebuild the task table, and
+//! Opening a store: take the data dir, replay the log into sled, rebuild the task table, and
 //! settle what the previous process left: running tasks end as `failed` with a terminal status
 //! event, retention is applied, and a checkpoint leaves a short log.
 
@@ -11,15 +11,17 @@ use taskstream_core::{Millis, Seq};
 
 use super::checkpoint::{self, Checkpoint};
 use super::engine::{Engine, LiveTask, LiveTaskState};
+use super::error::StoreError;
 use super::events::EventTable;
 use super::fsutil::{self, LockError};
 use super::index::Index;
 use super::layout;
-use super::wal::{self, Recovered, Wal};
-use super::{
-    Durability, RecoveryReport, Store, StoreConfig, StoreError, TaskRecord, TaskStatus,
-    REPAIR_FAILURE_MESSAGE, RESTART_FAILURE_MESSAGE,
+use super::model::{
+    Durability, StoreConfig, TaskRecord, TaskStatus, REPAIR_FAILURE_MESSAGE,
+    RESTART_FAILURE_MESSAGE,
 };
+use super::sync;
+use super::wal::{self, Damage, Recovered, TornTail, Wal};
 
 /// How [`open`] treats damage it finds.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -73,7 +75,52 @@ fn seqs_in(damage: &[wal::Damage], id: &str, last: Option<u64>) -> u64 {
         })
 }
 
-pub(crate) fn open(config: StoreConfig, now: Millis, mode: Mode) -> Result<Store, StoreError> {
+/// What opening the store found and did; the server logs it.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct RecoveryReport {
+    /// Log records replayed into sled.
+    pub replayed_records: u64,
+    /// The torn or corrupt tail cut off the log, if any (expected after a crash mid-write).
+    pub torn_tail: Option<TornTail>,
+    /// Bytes of log cut off (the torn tail and any segment that did not follow on).
+    pub discarded_bytes: u64,
+    /// Whether log segments between the last checkpoint and the first remaining segment were
+    /// missing (data written in that span is lost).
+    pub wal_gap: bool,
+    /// Index directories other than the one in use, deleted: what an index rebuild that was
+    /// interrupted left (a half-built new one, or the old one it had switched away from).
+    pub stale_index_dirs: usize,
+    /// Tasks recovered.
+    pub tasks: usize,
+    /// Tasks that were running when the previous process stopped; each now ends as `failed`
+    /// with a terminal status event.
+    pub failed_tasks: Vec<String>,
+    /// What is wrong with the data dir's files but harmless to go on with (loose modes that
+    /// were repaired, a data dir others may write to, files of another owner); the server
+    /// logs each.
+    pub warnings: Vec<String>,
+    /// What a repair found damaged and went past (empty after a plain open, which
+    /// refuses damage instead).
+    pub repairs: Vec<String>,
+    /// The damaged stretches of log a repair skipped.
+    pub damage: Vec<Damage>,
+    /// Tasks the last checkpoint listed that a repair found the index no longer has: lost.
+    pub lost_tasks: Vec<String>,
+}
+
+/// An opened store's parts, from which the crate root makes the store.
+pub(crate) struct Opened {
+    pub(crate) config: StoreConfig,
+    pub(crate) engine: Arc<Engine>,
+    pub(crate) checkpointer: Option<std::thread::JoinHandle<()>>,
+    pub(crate) flusher: Option<std::thread::JoinHandle<()>>,
+    pub(crate) applier: Option<std::thread::JoinHandle<()>>,
+    pub(crate) report: RecoveryReport,
+    /// The data dir lock, held for the life of the store.
+    pub(crate) lock: Option<std::fs::File>,
+}
+
+pub(crate) fn open(config: StoreConfig, now: Millis, mode: Mode) -> Result<Opened, StoreError> {
     let repair = mode == Mode::Repair;
     let mut report = RecoveryReport::default();
     let (index, wal, on_disk, lock, recovered, expected) = match &config.data_dir {
@@ -287,7 +334,7 @@ pub(crate) fn open(config: StoreConfig, now: Millis, mode: Mode) -> Result<Store
                 match tasks.get(id) {
                     None => missing.push(id.clone()),
                     Some(slot) => {
-                        let have = super::lock(&slot.state).next.get();
+                        let have = sync::lock(&slot.state).next.get();
                         if have < *want {
                             short.push(format!("{id} (seq {have} of {want})"));
                             // The one append under way at the checkpoint may have used `want`.
@@ -337,7 +384,7 @@ pub(crate) fn open(config: StoreConfig, now: Millis, mode: Mode) -> Result<Store
         // event comes after all of them (EV-08: no seq ever names two events).
         for id in &running {
             let Some(slot) = tasks.get(id) else { continue };
-            let mut st = super::lock(&slot.state);
+            let mut st = sync::lock(&slot.state);
             let last = expected.as_ref().and_then(|e| e.last_lsn.get(id).copied());
             let lost = seqs_in(&recovered.damage, id, last);
             let floor = floors.get(id).copied().unwrap_or(0);
@@ -347,7 +394,7 @@ pub(crate) fn open(config: StoreConfig, now: Millis, mode: Mode) -> Result<Store
                 index.mark_hole(id)?;
             }
             while st.next < target {
-                st.sizes.push_back(0);
+                st.push_size(0);
                 st.next = st.next.next().unwrap_or(Seq::MAX);
                 if st.next == Seq::MAX {
                     break;
@@ -426,14 +473,14 @@ pub(crate) fn open(config: StoreConfig, now: Millis, mode: Mode) -> Result<Store
     } else {
         None
     };
-    Ok(Store {
+    Ok(Opened {
         config,
         engine,
         checkpointer,
         flusher,
         applier,
         report,
-        _lock: lock,
+        lock,
     })
 }
 
@@ -541,7 +588,7 @@ fn event_sizes(
 }
 
 fn slot_is_running(slot: &Arc<LiveTask>) -> bool {
-    let st = super::lock(&slot.state);
+    let st = sync::lock(&slot.state);
     !st.record.status.is_terminal()
 }
 
@@ -575,6 +622,7 @@ fn load_tasks(
             holes.push((id.clone(), missing));
         }
         let bytes = sizes.iter().copied().map(u64::from).sum();
+        let empty = sizes.iter().filter(|s| **s == 0).count() as u64;
         tasks.insert(
             id,
             LiveTask::new(LiveTaskState {
@@ -588,7 +636,8 @@ fn load_tasks(
                 ahead: None,
                 sizes,
                 bytes,
-                record_bytes: super::TASK_OVERHEAD_BYTES + json.len() as u64,
+                empty,
+                record_bytes: crate::model::TASK_OVERHEAD_BYTES + json.len() as u64,
             }),
         );
     }
@@ -596,217 +645,4 @@ fn load_tasks(
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::engine::tests::record;
-    use crate::{DEFAULT_INDEX_CACHE_BYTES, DEFAULT_MAX_STORE_BYTES, STATUS_EVENT_TYPE};
-    use taskstream_core::RetentionPolicy;
-
-    fn config(dir: &Path) -> StoreConfig {
-        StoreConfig {
-            data_dir: Some(dir.to_owned()),
-            durability: Durability::Group,
-            retention: RetentionPolicy::DEFAULT,
-            max_store_bytes: DEFAULT_MAX_STORE_BYTES,
-            index_cache_bytes: DEFAULT_INDEX_CACHE_BYTES,
-        }
-    }
-
-    #[test]
-    fn an_index_that_does_not_open_is_rebuilt_when_no_checkpoint_relied_on_it() {
-        let dir = tempfile::tempdir().unwrap();
-        let write = |payloads: &[&str]| {
-            let store = Store::open(config(dir.path()), Millis(1)).unwrap();
-            store.create_task(record("t"), Millis(1)).unwrap();
-            for p in payloads {
-                store
-                    .append("t", "dev.taskstream.tick", p.as_bytes(), Millis(2))
-                    .unwrap();
-            }
-            store
-                .finish("t", TaskStatus::Completed, None, None, None, Millis(3))
-                .unwrap();
-        };
-        write(&[r#"{"i":0}"#, r#"{"i":1}"#]);
-        // sled's `conf` as a power loss at the first open can leave it (unsynced: zeros).
-        let conf = dir.path().join("index").join("conf");
-        let len = std::fs::metadata(&conf).unwrap().len();
-        std::fs::write(&conf, vec![0u8; usize::try_from(len).unwrap()]).unwrap();
-        // With the checkpoint record, a checkpoint relied on the index: damage, refused.
-        let refused = Store::open(config(dir.path()), Millis(4)).err().unwrap();
-        assert!(refused.is_damage(), "{refused}");
-        assert!(
-            refused.to_string().contains("cannot be opened"),
-            "{refused}"
-        );
-        // Without it (the power loss came before the first checkpoint), built from the log.
-        std::fs::remove_file(dir.path().join(checkpoint::FILE)).unwrap();
-        let store = Store::open(config(dir.path()), Millis(4)).unwrap();
-        let warnings = store.recovery().warnings.join("\n");
-        assert!(warnings.contains("built from the log"), "{warnings}");
-        for (seq, want) in [(1, br#"{"i":0}"#), (2, br#"{"i":1}"#)] {
-            let got = store.event("t", Seq::new(seq).unwrap()).unwrap();
-            assert_eq!(got.payload, want.to_vec(), "seq {seq}");
-        }
-    }
-
-    #[test]
-    fn events_lost_from_the_log_are_refused_and_a_repaired_hole_is_not() {
-        let dir = tempfile::tempdir().unwrap();
-        {
-            let store = Store::open(config(dir.path()), Millis(1)).unwrap();
-            store.create_task(record("t"), Millis(1)).unwrap();
-            for i in 0..20 {
-                store
-                    .append(
-                        "t",
-                        "dev.taskstream.tick",
-                        format!("{{\"i\":{i}}}").as_bytes(),
-                        Millis(2),
-                    )
-                    .unwrap();
-            }
-            store
-                .finish("t", TaskStatus::Completed, None, None, None, Millis(3))
-                .unwrap();
-        }
-        // Events 5 and 6 are damaged where they are kept: in the log, in a segment the
-        // checkpoints kept because it holds retained events.
-        let mut damaged = None;
-        for entry in std::fs::read_dir(dir.path().join("wal")).unwrap() {
-            let path = entry.unwrap().path();
-            if wal::segment_start(&path).is_none() {
-                continue;
-            }
-            let mut bytes = std::fs::read(&path).unwrap();
-            let mut at = 0;
-            let mut hit = false;
-            while at < bytes.len() {
-                let (rec, used) = record::decode(&bytes[at..]).unwrap();
-                let seq = rec.event().map(|e| e.seq.get());
-                if matches!(rec, Record::Event(_)) && matches!(seq, Some(5 | 6)) {
-                    bytes[at + used - 6] ^= 0xFF;
-                    hit = true;
-                }
-                at += used;
-            }
-            if hit {
-                std::fs::write(&path, &bytes).unwrap();
-                damaged = Some(path);
-            }
-        }
-        let damaged = damaged.expect("events 5 and 6 are in a kept segment");
-        let err = Store::open(config(dir.path()), Millis(4))
-            .err()
-            .expect("refused");
-        let shown = err.to_string();
-        assert!(shown.contains("write-ahead log is damaged"), "{shown}");
-        assert!(shown.contains("taskstream repair --data-dir"), "{shown}");
-        // A repair goes on with the hole and marks it; later opens accept it.
-        {
-            let store = Store::repair(config(dir.path()), Millis(4)).unwrap();
-            let repairs = store.recovery().repairs.join("\n");
-            assert!(repairs.contains("t (2 events)"), "{repairs}");
-            let mut out = Vec::new();
-            let read = store.try_read_from("t", Seq::new(5).unwrap(), 10, &mut out);
-            assert!(read.is_err(), "a read into the hole is an error: {out:?}");
-            let after = store.event("t", Seq::new(7).unwrap()).unwrap();
-            assert_eq!(after.payload, br#"{"i":6}"#.to_vec(), "the rest is kept");
-            assert!(
-                !damaged.exists(),
-                "the repair moved what was retained out of the damaged segment, and deleted it"
-            );
-        }
-        let store = Store::open(config(dir.path()), Millis(5)).unwrap();
-        let last = store.event("t", Seq::new(21).unwrap()).unwrap();
-        assert_eq!(last.event_type, STATUS_EVENT_TYPE);
-        let first = store.event("t", Seq::new(1).unwrap()).unwrap();
-        assert_eq!(first.payload, br#"{"i":0}"#.to_vec());
-    }
-
-    #[test]
-    fn events_an_earlier_version_kept_in_the_index_move_to_the_log() {
-        let dir = tempfile::tempdir().unwrap();
-        let events: Vec<Vec<u8>> = (0..30)
-            .map(|i| format!("{{\"i\":{i}}}").into_bytes())
-            .collect();
-        {
-            let store = Store::open(config(dir.path()), Millis(1)).unwrap();
-            store.create_task(record("t"), Millis(1)).unwrap();
-            for p in &events {
-                store
-                    .append("t", "dev.taskstream.tick", p, Millis(2))
-                    .unwrap();
-            }
-            store
-                .finish("t", TaskStatus::Completed, None, None, None, Millis(3))
-                .unwrap();
-        }
-        // As an earlier version left it: the events in the index's `events` tree, and the log
-        // before the checkpoint deleted.
-        {
-            let mut raws = Vec::new();
-            for entry in std::fs::read_dir(dir.path().join("wal")).unwrap() {
-                let path = entry.unwrap().path();
-                if wal::segment_start(&path).is_none() {
-                    continue;
-                }
-                let bytes = std::fs::read(path).unwrap();
-                let mut at = 0;
-                while at < bytes.len() {
-                    let (rec, used) = record::decode(&bytes[at..]).unwrap();
-                    if let Some(e) = rec.event() {
-                        let mut raw = Vec::new();
-                        crate::index::encode_into(&Record::Event(*e), &mut raw).unwrap();
-                        raws.push((e.seq, raw));
-                    }
-                    at += used;
-                }
-            }
-            assert_eq!(raws.len(), 32, "creation, 30 events, end");
-            let saved = checkpoint::read(dir.path()).unwrap().unwrap();
-            for entry in std::fs::read_dir(dir.path().join("wal")).unwrap() {
-                let path = entry.unwrap().path();
-                if wal::segment_start(&path).unwrap() < saved.lsn {
-                    std::fs::remove_file(path).unwrap();
-                }
-            }
-            let index = Index::open(
-                Some(&dir.path().join("index")),
-                crate::DEFAULT_INDEX_CACHE_BYTES,
-                None,
-            )
-            .unwrap();
-            let legacy = index.legacy_events().unwrap();
-            for (seq, raw) in &raws {
-                legacy
-                    .insert(&crate::index::legacy_event_key("t", *seq), raw)
-                    .unwrap();
-            }
-            index.flush(true).unwrap();
-        }
-        let check = |store: &Store| {
-            let mut out = Vec::new();
-            store.read_from("t", Seq::ZERO, 100, &mut out);
-            assert_eq!(out.len(), 32);
-            for (k, p) in events.iter().enumerate() {
-                assert_eq!(&out[k + 1].payload, p, "seq {}", k + 1);
-            }
-            assert_eq!(out[31].event_type, STATUS_EVENT_TYPE);
-        };
-        {
-            let store = Store::open(config(dir.path()), Millis(4)).unwrap();
-            let warned = store.recovery().warnings.join("\n");
-            assert!(warned.contains("moved 32 event(s)"), "{warned}");
-            check(&store);
-        }
-        // Moved once: the index holds none any more, the log holds them all.
-        let store = Store::open(config(dir.path()), Millis(5)).unwrap();
-        assert!(
-            store.recovery().warnings.is_empty(),
-            "{:?}",
-            store.recovery()
-        );
-        check(&store);
-    }
-}
+mod tests;

@@ -13,7 +13,7 @@ use std::sync::{Arc, RwLock};
 
 use sled::IVec;
 
-use super::{lock_read, lock_write};
+use super::sync::{lock_read, lock_write};
 
 type Map = BTreeMap<Box<[u8]>, IVec>;
 /// The bounds of a key range.

@@ -80,8 +80,9 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard, RwLock};
 
 use taskstream_core::record::{self, Record, RecordError};
 
+use super::model::{Durability, WalStats};
 use super::storage::{read_at_most, StdStorage, Storage, StorageFile};
-use super::{lock, lock_read, lock_write, Durability};
+use super::sync::{lock, lock_read, lock_write};
 
 /// Batches a group-commit leader flushes before it returns and lets a waiter lead.
 const MAX_LEAD_ROUNDS: u32 = 8;
@@ -129,40 +130,6 @@ fn io_err<'a>(context: &'static str, path: &'a Path) -> impl FnOnce(io::Error) -
         context,
         path: path.to_owned(),
         source,
-    }
-}
-
-/// Counters of what the log did, for tests and measurements.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct WalStats {
-    /// `fdatasync` calls on segment files.
-    pub syncs: u64,
-    /// `write` calls on segment files.
-    pub writes: u64,
-    /// Bytes written to segment files.
-    pub bytes: u64,
-    /// Segments created.
-    pub segments: u64,
-    /// Records per group commit (`group` and `none` mode): how well commits batch.
-    pub batch_records: crate::stats::Histogram,
-    /// Per group commit, microseconds from its first record entering the log's buffer to the
-    /// commit being durable: the longest append-to-durable wait of the batch.
-    pub commit_wait_micros: crate::stats::Histogram,
-}
-
-impl Default for WalStats {
-    fn default() -> WalStats {
-        WalStats {
-            syncs: 0,
-            writes: 0,
-            bytes: 0,
-            segments: 0,
-            batch_records: crate::stats::Histogram::default(),
-            commit_wait_micros: crate::stats::Histogram {
-                bounds: &crate::stats::MICROS_BOUNDS,
-                ..crate::stats::Histogram::default()
-            },
-        }
     }
 }
 

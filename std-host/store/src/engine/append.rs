@@ -21,6 +21,7 @@ impl Engine {
             unapplied: VecDeque::new(),
             ahead: None,
             sizes: VecDeque::new(),
+            empty: 0,
             bytes: 0,
             record_bytes: 0,
         });
@@ -120,7 +121,7 @@ impl Engine {
         let from_checkpoint = matches!(op, Op::Append) && self.retention.drops_before(event_type);
         let slot = self.slot(task_id).ok_or(AppendError::UnknownTask)?;
         let _append = lock(&slot.append);
-        let (seq, earliest, new_record, sizes_front, old_record_bytes, published_bytes) = {
+        let (seq, earliest, floor, new_record, sizes_front, old_record_bytes, published_bytes) = {
             let st = lock(&slot.state);
             // Only a creation may (and must) find the task not yet visible.
             let must_be_visible = !matches!(op, Op::Create);
@@ -154,9 +155,17 @@ impl Engine {
             for (f, size) in front.iter_mut().zip(&st.sizes) {
                 *f = *size;
             }
+            // Retention by count: the event that makes the log too long pushes the oldest out.
+            // Like the core ring, a limit of zero still keeps the newest event; seqs a repair
+            // left empty count for nothing (R1).
+            let max = u64::from(self.retention.max_events.max(1));
+            let count_floor = head.next().map_or(head_earliest, |next| {
+                st.count_floor(head_earliest, next, max)
+            });
             (
                 head,
                 head_earliest,
+                count_floor,
                 new_record,
                 front,
                 st.record_bytes,
@@ -171,14 +180,6 @@ impl Engine {
                 AppendError::Storage(StoreError::Corrupt(format!("task record: {e}")))
             })?),
             None => None,
-        };
-        // Retention by count: the event that makes the log too long pushes the oldest out. Like
-        // the core ring, a limit of zero still keeps the newest event.
-        let max = u64::from(self.retention.max_events.max(1));
-        let floor = if next.distance_from(earliest) > max {
-            Seq::new(next.get() - max).unwrap_or(next)
-        } else {
-            earliest
         };
         // Retention from a checkpoint (CP-03): the checkpoint itself becomes the floor, and
         // the same truncation record as the count limit's drops everything before it.
@@ -204,7 +205,7 @@ impl Engine {
         // A creation or an end (re)writes the task's record, which the budget counts too.
         let new_record_bytes = state
             .as_ref()
-            .map(|s| crate::TASK_OVERHEAD_BYTES + s.len() as u64);
+            .map(|s| crate::model::TASK_OVERHEAD_BYTES + s.len() as u64);
         let (size, freed) = match new_record_bytes {
             Some(r) => (size + r, events_freed + old_record_bytes),
             None => (size, events_freed),
@@ -639,9 +640,7 @@ impl Engine {
             st.unapplied.push_back(Arc::clone(p));
         }
         let event_size = p.event_size();
-        st.sizes
-            .push_back(u32::try_from(event_size).unwrap_or(u32::MAX));
-        st.bytes += event_size;
+        st.push_size(u32::try_from(event_size).unwrap_or(u32::MAX));
         if let Some(r) = p.new_record_bytes {
             st.record_bytes = r;
         }

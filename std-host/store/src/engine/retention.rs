@@ -61,6 +61,7 @@ impl Engine {
                 let mut st = lock(&slot.state);
                 st.removed = true;
                 st.sizes = VecDeque::new();
+                st.empty = 0;
                 std::mem::take(&mut st.bytes) + std::mem::take(&mut st.record_bytes)
             };
             self.free(freed);
@@ -137,12 +138,11 @@ impl Engine {
         for (id, slot) in slots {
             let _append = lock(&slot.append);
             self.settle(&slot)?;
-            let (earliest, next) = {
+            let (earliest, floor) = {
                 let st = lock(&slot.state);
-                (st.earliest, st.next)
+                (st.earliest, st.count_floor(st.earliest, st.next, max))
             };
-            if next.distance_from(earliest) > max {
-                let floor = Seq::new(next.get() - max).unwrap_or(next);
+            if floor > earliest {
                 self.truncate(&id, &slot, earliest, floor)?;
             }
         }

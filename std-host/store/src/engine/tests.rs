@@ -13,9 +13,10 @@ use std::path::Path;
 
 use taskstream_core::{Millis, RetentionPolicy, Seq};
 
+use crate::sync::{lock, lock_read, lock_write};
 use crate::{
-    lock, lock_read, lock_write, Durability, Store, StoreConfig, StoredEvent, TaskRecord,
-    TaskStatus, TaskView, DEFAULT_INDEX_CACHE_BYTES, DEFAULT_MAX_STORE_BYTES, STATUS_EVENT_TYPE,
+    Durability, Store, StoreConfig, StoredEvent, TaskRecord, TaskStatus, TaskView,
+    DEFAULT_INDEX_CACHE_BYTES, DEFAULT_MAX_STORE_BYTES, STATUS_EVENT_TYPE,
 };
 
 const TICK: &str = "dev.taskstream.tick";
@@ -395,7 +396,7 @@ fn unapplied_events_are_read_past_the_cache_and_their_set_is_bounded() {
     store.create_task(record("t"), Millis(1)).expect("create");
     // More than the read cache holds, none of it applied: the oldest are read from the
     // unapplied set, without a gap.
-    let n = 3 * super::CACHE_EVENTS as u64;
+    let n = 3 * crate::cache::CACHE_EVENTS as u64;
     for i in 0..n {
         store
             .emit("t", TICK, format!(r#"{{"i":{i}}}"#).as_bytes(), Millis(1))

@@ -32,7 +32,7 @@ use taskstream_core::record::{EventRecord, Record};
 use taskstream_core::{Millis, Seq};
 
 use super::*;
-use crate::index::encode_into;
+use crate::frame::encode_into;
 use crate::storage::sim::{Rng, SimStorage, EIO, ENOSPC};
 
 /// Seeds run by `cargo test` (about half a minute in a debug build).

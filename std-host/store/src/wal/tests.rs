@@ -5,7 +5,7 @@ use taskstream_core::record::{EventRecord, Record, RecordError};
 use taskstream_core::{Millis, Seq};
 
 use super::*;
-use crate::index::encode_into;
+use crate::frame::encode_into;
 use crate::storage::StdStorage;
 
 fn event_bytes(task: &str, seq: u64) -> Vec<u8> {
