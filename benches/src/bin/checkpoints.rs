@@ -165,6 +165,22 @@ fn run(events: u64, every: Option<u64>) -> Run {
     }
 }
 
+impl Run {
+    /// One round's line: its rate, what it retained and the data dir's size at each stage.
+    fn report(&self, round: u64, label: &str) {
+        println!(
+            "round {round}: {label} {:>10.0} events/s; retained {}, data dir {:.1} MiB (after its checkpoint {:.1} MiB, after the index rebuild {:.1} MiB); late joiner's first event {:.2} ms ({})",
+            self.rate,
+            self.retained,
+            self.bytes_end as f64 / 1048576.0,
+            self.bytes_checkpointed as f64 / 1048576.0,
+            self.bytes_reclaimed as f64 / 1048576.0,
+            self.first_event_ms,
+            self.first_type
+        );
+    }
+}
+
 fn main() {
     let events = arg("--events", 1_000_000);
     let every = arg("--every", 1_000).max(1);
@@ -173,27 +189,9 @@ fn main() {
     let mut with = Vec::new();
     for r in 0..rounds {
         let a = run(events, None);
-        println!(
-            "round {r}: today       {:>10.0} events/s; retained {}, data dir {:.1} MiB (after its checkpoint {:.1} MiB, after the index rebuild {:.1} MiB); late joiner's first event {:.2} ms ({})",
-            a.rate,
-            a.retained,
-            a.bytes_end as f64 / 1048576.0,
-            a.bytes_checkpointed as f64 / 1048576.0,
-            a.bytes_reclaimed as f64 / 1048576.0,
-            a.first_event_ms,
-            a.first_type
-        );
+        a.report(r, "today      ");
         let b = run(events, Some(every));
-        println!(
-            "round {r}: checkpoints {:>10.0} events/s; retained {}, data dir {:.1} MiB (after its checkpoint {:.1} MiB, after the index rebuild {:.1} MiB); late joiner's first event {:.2} ms ({})",
-            b.rate,
-            b.retained,
-            b.bytes_end as f64 / 1048576.0,
-            b.bytes_checkpointed as f64 / 1048576.0,
-            b.bytes_reclaimed as f64 / 1048576.0,
-            b.first_event_ms,
-            b.first_type
-        );
+        b.report(r, "checkpoints");
         today.push(a);
         with.push(b);
     }

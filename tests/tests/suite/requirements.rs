@@ -32,12 +32,11 @@ const GENERATED: &[&str] = &["benches/compare-last.txt"];
 /// are data, not citations.
 const FICTION: &[&str] = &["data/fixtures/", "data/scenarios/", "data/traces/"];
 
-/// Directories never scanned: build output, installed packages, fuzz inputs and outputs (and
-/// every Python virtual environment, `.venv` or `.venv-<name>`).
+/// Directories never scanned: build output, installed packages, fuzz inputs and outputs. Every
+/// Python virtual environment (`.venv` or `.venv-<name>`) is skipped by its prefix.
 const SKIPPED_DIRS: &[&str] = &[
     "target",
     "node_modules",
-    ".venv",
     ".git",
     "corpus",
     "artifacts",
