@@ -325,8 +325,9 @@ impl Scanner<'_> {
     }
 
     fn run(mut self) -> Result<Validated, JsonError> {
-        // Bit i of `stack` is 1 when nesting level i is an object, 0 for an array.
-        let mut stack: u128 = 0;
+        // Bit i of `stack` is 1 when nesting level i is an object, 0 for an array. Bytes, not a
+        // `u128`: a 128-bit shift by a variable is long code on a 32-bit core.
+        let mut stack = [0u8; MAX_DEPTH / 8];
         let mut depth: usize = 0;
         let mut expect = Expect::Value;
         let mut kind = None;
@@ -355,10 +356,13 @@ impl Scanner<'_> {
                                 return Err(JsonError::TooDeep);
                             }
                             let is_object = b == b'{';
-                            if is_object {
-                                stack |= 1 << depth;
-                            } else {
-                                stack &= !(1 << depth);
+                            if let Some(bits) = stack.get_mut(depth / 8) {
+                                let bit = 1 << (depth % 8);
+                                if is_object {
+                                    *bits |= bit;
+                                } else {
+                                    *bits &= !bit;
+                                }
                             }
                             depth += 1;
                             self.pos += 1;
@@ -423,7 +427,10 @@ impl Scanner<'_> {
                         // Trailing garbage after the top-level value.
                         return Err(self.err());
                     }
-                    let in_object = stack & (1 << (depth - 1)) != 0;
+                    let level = depth - 1;
+                    let in_object = stack
+                        .get(level / 8)
+                        .is_some_and(|bits| bits & (1 << (level % 8)) != 0);
                     self.pos += 1;
                     match (b, in_object) {
                         (b',', true) => expect = Expect::Key,
@@ -984,6 +991,38 @@ mod tests {
         assert!(validate(ok.as_bytes()).is_ok());
         let too = "[".repeat(MAX_DEPTH + 1) + &"]".repeat(MAX_DEPTH + 1);
         assert_eq!(validate(too.as_bytes()), Err(JsonError::TooDeep));
+    }
+
+    /// Objects and arrays nested in a pattern that differs at every level, up to the limit:
+    /// each closing bracket must match its own level's kind, whichever byte of the nesting
+    /// stack holds it.
+    #[test]
+    fn every_level_remembers_whether_it_is_an_object() {
+        use std::format;
+        use std::vec::Vec;
+        let is_object = |level: usize| !(level * 7 + level / 3).is_multiple_of(3);
+        let mut open = String::new();
+        let mut close = Vec::new();
+        for level in 0..MAX_DEPTH {
+            if is_object(level) {
+                open.push_str("{\"k\":");
+                close.push('}');
+            } else {
+                open.push('[');
+                close.push(']');
+            }
+        }
+        let closing: String = close.iter().rev().collect();
+        let text = format!("{open}1{closing}");
+        assert!(validate(text.as_bytes()).is_ok());
+        for level in 0..MAX_DEPTH {
+            // The wrong bracket at one level, the right ones elsewhere.
+            let mut wrong = close.clone();
+            wrong[level] = if wrong[level] == '}' { ']' } else { '}' };
+            let closing: String = wrong.iter().rev().collect();
+            let text = format!("{open}1{closing}");
+            assert!(validate(text.as_bytes()).is_err(), "level {level}");
+        }
     }
 
     #[test]
