@@ -423,7 +423,9 @@ impl Agent {
         }
         let legacy = self.legacy;
         let out = begin(&mut self.out, id);
-        out.s(if legacy { r#"{"task":{"# } else { "{" });
+        if legacy {
+            out.s(r#"{"task":"#);
+        }
         task_fields(out, &self.tasks[slot], legacy);
         out.s(if legacy {
             "}}"
@@ -457,7 +459,6 @@ impl Agent {
         let legacy = self.legacy;
         let task = &self.tasks[slot];
         let out = begin(&mut self.out, id);
-        out.s("{");
         task_fields(out, task, legacy);
         // A modern task's result comes with its status once completed.
         if !legacy && task.status == Status::Completed {
@@ -481,7 +482,6 @@ impl Agent {
         }
         let out = begin(&mut self.out, id);
         if legacy {
-            out.s("{");
             task_fields(out, &self.tasks[slot], legacy);
             out.s("}");
         } else {
@@ -513,7 +513,9 @@ impl Agent {
         out.s(r#"{"tasks":["#);
         let mut first = true;
         for task in self.tasks.iter().filter(|t| t.used) {
-            out.s(if first { "{" } else { ",{" });
+            if !first {
+                out.s(",");
+            }
             task_fields(out, task, true);
             out.s("}");
             first = false;
@@ -819,9 +821,10 @@ fn final_answer(out: &mut Out, id: &RequestId, task: &Task) {
     send(out);
 }
 
-/// The fields of a task (SEP-1686 names in the legacy era, SEP-2663 names in the modern one).
+/// A task's opening brace and fields, without its closing brace (SEP-1686 names in the legacy
+/// era, SEP-2663 names in the modern one).
 fn task_fields(out: &mut Out, task: &Task, legacy: bool) {
-    out.s(r#""taskId":""#)
+    out.s(r#"{"taskId":""#)
         .s(task.id())
         .s(r#"","status":""#)
         .s(task.status.name())
