@@ -140,6 +140,24 @@ const F64_OVERFLOW_DIGITS: &[u8; 309] = b"\
 854845817711531764475730270069855571366959622842914819860834936475292719074168444365510704\
 342711559699508093042880177904174497792";
 
+/// [`F64_OVERFLOW_DIGITS`] two digits a byte (the first in the high nibble), packed when the
+/// crate is compiled: half the bytes in the image.
+const F64_OVERFLOW_PACKED: [u8; F64_OVERFLOW_DIGITS.len().div_ceil(2)] = {
+    let mut packed = [0u8; F64_OVERFLOW_DIGITS.len().div_ceil(2)];
+    let mut i = 0;
+    while i < F64_OVERFLOW_DIGITS.len() {
+        packed[i / 2] |= (F64_OVERFLOW_DIGITS[i] - b'0') << (4 - 4 * (i % 2));
+        i += 1;
+    }
+    packed
+};
+
+/// The `i`-th digit of [`F64_OVERFLOW_DIGITS`], as ASCII, from the packed copy.
+fn f64_overflow_digit(i: usize) -> u8 {
+    let byte = F64_OVERFLOW_PACKED.get(i / 2).copied().unwrap_or(0);
+    b'0' + ((byte >> (4 - 4 * (i % 2))) & 0xf)
+}
+
 /// Whether the number literal `text` (already accepted by the grammar) has a magnitude that a
 /// correctly rounded conversion to `f64` turns into infinity, which is when `serde_json`
 /// refuses it.
@@ -194,7 +212,7 @@ fn overflows_f64(text: &[u8]) -> bool {
                 .chain(rest)
                 .copied()
                 .chain(core::iter::repeat(b'0'));
-            digits.take(limit).cmp(F64_OVERFLOW_DIGITS.iter().copied()) != Ordering::Less
+            digits.take(limit).cmp((0..limit).map(f64_overflow_digit)) != Ordering::Less
         }
     }
 }
@@ -307,8 +325,9 @@ impl Scanner<'_> {
     }
 
     fn run(mut self) -> Result<Validated, JsonError> {
-        // Bit i of `stack` is 1 when nesting level i is an object, 0 for an array.
-        let mut stack: u128 = 0;
+        // Bit i of `stack` is 1 when nesting level i is an object, 0 for an array. Bytes, not a
+        // `u128`: a 128-bit shift by a variable is long code on a 32-bit core.
+        let mut stack = [0u8; MAX_DEPTH / 8];
         let mut depth: usize = 0;
         let mut expect = Expect::Value;
         let mut kind = None;
@@ -337,10 +356,13 @@ impl Scanner<'_> {
                                 return Err(JsonError::TooDeep);
                             }
                             let is_object = b == b'{';
-                            if is_object {
-                                stack |= 1 << depth;
-                            } else {
-                                stack &= !(1 << depth);
+                            if let Some(bits) = stack.get_mut(depth / 8) {
+                                let bit = 1 << (depth % 8);
+                                if is_object {
+                                    *bits |= bit;
+                                } else {
+                                    *bits &= !bit;
+                                }
                             }
                             depth += 1;
                             self.pos += 1;
@@ -405,7 +427,10 @@ impl Scanner<'_> {
                         // Trailing garbage after the top-level value.
                         return Err(self.err());
                     }
-                    let in_object = stack & (1 << (depth - 1)) != 0;
+                    let level = depth - 1;
+                    let in_object = stack
+                        .get(level / 8)
+                        .is_some_and(|bits| bits & (1 << (level % 8)) != 0);
                     self.pos += 1;
                     match (b, in_object) {
                         (b',', true) => expect = Expect::Key,
@@ -816,11 +841,22 @@ impl Iterator for Unescaped<'_> {
     }
 }
 
+/// Whether the raw JSON string contents `raw` hold an escape. Feature `lean`: a plain loop,
+/// smaller than `<[u8]>::contains`'s word-at-a-time search (the same answer).
+#[allow(clippy::manual_contains)] // The loop is the point: `contains` links a word search.
+pub(crate) fn has_escape(raw: &[u8]) -> bool {
+    if cfg!(feature = "lean") {
+        raw.iter().any(|&b| b == b'\\')
+    } else {
+        raw.contains(&b'\\')
+    }
+}
+
 /// Whether the raw JSON string contents `raw` (between the quotes) decode to exactly `expected`,
 /// so that `"tasks\/stream"` matches `tasks/stream`. Needs no buffer.
 #[must_use]
 pub fn unescaped_eq(raw: &[u8], expected: &str) -> bool {
-    if !raw.contains(&b'\\') {
+    if !has_escape(raw) {
         return raw == expected.as_bytes();
     }
     let mut it = unescaped(raw);
@@ -842,7 +878,7 @@ pub fn unescaped_eq(raw: &[u8], expected: &str) -> bool {
 /// [`JsonError::Syntax`] for a malformed escape; [`JsonError::Utf8`] if the result is not
 /// UTF-8. Neither of the last two happens for strings of a text accepted by [`validate`].
 pub fn unescape<'d>(raw: &[u8], dst: &'d mut [u8]) -> Result<&'d str, JsonError> {
-    if !raw.contains(&b'\\') {
+    if !has_escape(raw) {
         let out = dst.get_mut(..raw.len()).ok_or(JsonError::BufferTooSmall)?;
         out.copy_from_slice(raw);
         return core::str::from_utf8(out).map_err(|_| JsonError::Utf8);
@@ -955,6 +991,38 @@ mod tests {
         assert!(validate(ok.as_bytes()).is_ok());
         let too = "[".repeat(MAX_DEPTH + 1) + &"]".repeat(MAX_DEPTH + 1);
         assert_eq!(validate(too.as_bytes()), Err(JsonError::TooDeep));
+    }
+
+    /// Objects and arrays nested in a pattern that differs at every level, up to the limit:
+    /// each closing bracket must match its own level's kind, whichever byte of the nesting
+    /// stack holds it.
+    #[test]
+    fn every_level_remembers_whether_it_is_an_object() {
+        use std::format;
+        use std::vec::Vec;
+        let is_object = |level: usize| !(level * 7 + level / 3).is_multiple_of(3);
+        let mut open = String::new();
+        let mut close = Vec::new();
+        for level in 0..MAX_DEPTH {
+            if is_object(level) {
+                open.push_str("{\"k\":");
+                close.push('}');
+            } else {
+                open.push('[');
+                close.push(']');
+            }
+        }
+        let closing: String = close.iter().rev().collect();
+        let text = format!("{open}1{closing}");
+        assert!(validate(text.as_bytes()).is_ok());
+        for level in 0..MAX_DEPTH {
+            // The wrong bracket at one level, the right ones elsewhere.
+            let mut wrong = close.clone();
+            wrong[level] = if wrong[level] == '}' { ']' } else { '}' };
+            let closing: String = wrong.iter().rev().collect();
+            let text = format!("{open}1{closing}");
+            assert!(validate(text.as_bytes()).is_err(), "level {level}");
+        }
     }
 
     #[test]

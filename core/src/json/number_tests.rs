@@ -20,6 +20,14 @@ fn parses_infinite(literal: &str) -> bool {
         .is_finite()
 }
 
+#[test]
+fn the_packed_digits_are_the_halfway_point() {
+    let unpacked: Vec<u8> = (0..F64_OVERFLOW_DIGITS.len())
+        .map(f64_overflow_digit)
+        .collect();
+    assert_eq!(unpacked.as_slice(), F64_OVERFLOW_DIGITS.as_slice());
+}
+
 /// Checks one literal: the rule, the conversion, and the validator all agree with `refused`.
 #[track_caller]
 fn check(literal: &str, refused: bool) {

@@ -520,7 +520,7 @@ pub fn parse_raw<'a>(
             Some(p) if matches!(p.kind, Kind::Object | Kind::Array) => Some(p.value),
             Some(_) => return Err(invalid(id, InvalidMessage::ParamsType)),
         };
-        let method = if raw_method.contains(&b'\\') {
+        let method = if json::has_escape(raw_method) {
             match json::unescape(raw_method, scratch) {
                 Ok(m) => m,
                 Err(JsonError::BufferTooSmall) => return Err(RawParseError::MethodTooLong { id }),

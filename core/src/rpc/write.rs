@@ -109,19 +109,26 @@ fn written(
 const ESCAPE: [u8; 256] = {
     let mut t = [0u8; 256];
     let mut i = 0;
-    while i < 0x20 {
-        t[i] = b'u';
+    while i < 256 {
+        t[i] = escape_of(i as u8);
         i += 1;
     }
-    t[0x08] = b'b';
-    t[0x09] = b't';
-    t[0x0a] = b'n';
-    t[0x0c] = b'f';
-    t[0x0d] = b'r';
-    t[b'"' as usize] = b'"';
-    t[b'\\' as usize] = b'\\';
     t
 };
+
+/// One byte's entry of [`ESCAPE`], computed.
+const fn escape_of(b: u8) -> u8 {
+    match b {
+        0x08 => b'b',
+        0x09 => b't',
+        0x0a => b'n',
+        0x0c => b'f',
+        0x0d => b'r',
+        0..=0x1f => b'u',
+        b'"' | b'\\' => b,
+        _ => 0,
+    }
+}
 
 const HEX: &[u8; 16] = b"0123456789abcdef";
 
@@ -171,7 +178,12 @@ fn string_body(sink: &mut impl Sink, s: &str) -> Result<(), BufferTooSmall> {
         let block_end = bytes.len().min(i + 8);
         while i < block_end {
             let b = bytes.get(i).copied().unwrap_or(0);
-            let esc = ESCAPE.get(usize::from(b)).copied().unwrap_or(0);
+            // Feature `lean`: computed, without the 256-byte table (the same entries).
+            let esc = if cfg!(feature = "lean") {
+                escape_of(b)
+            } else {
+                ESCAPE.get(usize::from(b)).copied().unwrap_or(0)
+            };
             if esc != 0 {
                 sink.put(bytes.get(start..i).unwrap_or_default())?;
                 if esc == b'u' {

@@ -50,8 +50,12 @@ pub(crate) const RING_BYTES: usize = 968;
 pub(crate) const STREAMS: usize = 2;
 /// How long an ended task stays retrievable: its `ttl`.
 pub(crate) const TTL_MS: u64 = 60_000;
-/// The `pollInterval` suggested to clients.
+/// The `pollInterval` suggested to clients (written as text, with [`TTL_MS`], by `task_fields`).
 const POLL_MS: u64 = 100;
+const _: () = assert!(
+    TTL_MS == 60_000 && POLL_MS == 100,
+    "task_fields writes them as text"
+);
 /// The most readings one task may take, and the longest interval between two.
 const MAX_COUNT: u32 = 1_000_000;
 const MAX_INTERVAL_MS: u32 = 3_600_000;
@@ -136,9 +140,9 @@ struct Task {
     /// 32 lowercase hex digits.
     id: [u8; 32],
     status: Status,
-    count: u64,
-    done: u64,
-    interval_ms: u64,
+    count: u32,
+    done: u32,
+    interval_ms: u32,
     due: Millis,
     created: Millis,
     updated: Millis,
@@ -270,7 +274,7 @@ impl Agent {
             match params::meta(params) {
                 Meta::Valid { tasks } => tasks,
                 Meta::Missing => {
-                    return self.error(Some(id), &RpcError::new(ErrorCode::InvalidParams));
+                    return self.fail(id, ErrorCode::InvalidParams);
                 }
                 Meta::Version(requested) => return self.unsupported_version(id, requested),
             }
@@ -289,7 +293,7 @@ impl Agent {
             // SEP-1686 only: the extension of 2026-07-28 has neither.
             "tasks/result" if self.legacy => self.tasks_result(id, params),
             "tasks/list" if self.legacy => self.tasks_list(id),
-            _ => self.error(Some(id), &RpcError::new(ErrorCode::MethodNotFound)),
+            _ => self.fail(id, ErrorCode::MethodNotFound),
         }
     }
 
@@ -360,7 +364,7 @@ impl Agent {
 
     fn tools_call(&mut self, id: &RequestId, params: &[u8], declared: bool, now: Millis) {
         if !params::is_string(params, "name", "sample") {
-            return self.error(Some(id), &RpcError::new(ErrorCode::InvalidParams));
+            return self.fail(id, ErrorCode::InvalidParams);
         }
         let as_task = if self.legacy {
             params::member(params, "task").is_some_and(|m| m.kind == json::Kind::Object)
@@ -369,7 +373,7 @@ impl Agent {
         };
         if !as_task {
             if self.legacy {
-                return self.error(Some(id), &RpcError::new(ErrorCode::MethodNotFound));
+                return self.fail(id, ErrorCode::MethodNotFound);
             }
             return self.missing_tasks_capability(id);
         }
@@ -399,16 +403,17 @@ impl Agent {
         };
         task.used = true;
         task.generation = task.generation.wrapping_add(1);
+        // 32-bit halves: no 64-bit shifts.
+        let words = [a as u32, (a >> 32) as u32, b as u32, (b >> 32) as u32];
         for (i, d) in task.id.iter_mut().enumerate() {
-            let word = if i < 16 { a } else { b };
-            let nibble = (word >> ((i % 16) * 4)) & 0xf;
+            let nibble = (words[i / 8 % 4] >> ((i % 8) * 4)) & 0xf;
             *d = b"0123456789abcdef"[nibble as usize];
         }
         task.status = Status::Working;
         task.count = count;
         task.done = 0;
         task.interval_ms = interval_ms;
-        task.due = now.saturating_add(Millis(interval_ms));
+        task.due = now.saturating_add(Millis(u64::from(interval_ms)));
         task.created = now;
         task.updated = now;
         task.ring.reset(Seq::ZERO);
@@ -418,7 +423,9 @@ impl Agent {
         }
         let legacy = self.legacy;
         let out = begin(&mut self.out, id);
-        out.s(if legacy { r#"{"task":{"# } else { "{" });
+        if legacy {
+            out.s(r#"{"task":"#);
+        }
         task_fields(out, &self.tasks[slot], legacy);
         out.s(if legacy {
             "}}"
@@ -432,7 +439,7 @@ impl Agent {
     fn find_task(&mut self, id: &RequestId, params: &[u8]) -> Option<usize> {
         let raw = params::member(params, "taskId").and_then(|m| params::string_raw(&m));
         let Some(raw) = raw else {
-            self.error(Some(id), &RpcError::new(ErrorCode::InvalidParams));
+            self.fail(id, ErrorCode::InvalidParams);
             return None;
         };
         let found = self
@@ -452,7 +459,6 @@ impl Agent {
         let legacy = self.legacy;
         let task = &self.tasks[slot];
         let out = begin(&mut self.out, id);
-        out.s("{");
         task_fields(out, task, legacy);
         // A modern task's result comes with its status once completed.
         if !legacy && task.status == Status::Completed {
@@ -469,14 +475,13 @@ impl Agent {
         let task = &mut self.tasks[slot];
         if task.status != Status::Working {
             if legacy {
-                return self.error(Some(id), &RpcError::new(ErrorCode::InvalidParams));
+                return self.fail(id, ErrorCode::InvalidParams);
             }
         } else {
             finish(task, Status::Cancelled, now, &mut self.out);
         }
         let out = begin(&mut self.out, id);
         if legacy {
-            out.s("{");
             task_fields(out, &self.tasks[slot], legacy);
             out.s("}");
         } else {
@@ -508,7 +513,9 @@ impl Agent {
         out.s(r#"{"tasks":["#);
         let mut first = true;
         for task in self.tasks.iter().filter(|t| t.used) {
-            out.s(if first { "{" } else { ",{" });
+            if !first {
+                out.s(",");
+            }
             task_fields(out, task, true);
             out.s("}");
             first = false;
@@ -585,7 +592,7 @@ impl Agent {
                 }
                 budget -= 1;
                 sample(task, now, &mut self.out);
-                task.due = task.due.saturating_add(Millis(task.interval_ms));
+                task.due = task.due.saturating_add(Millis(u64::from(task.interval_ms)));
                 if task.done >= task.count {
                     finish(task, Status::Completed, now, &mut self.out);
                 }
@@ -697,6 +704,13 @@ impl Agent {
         send(&self.out);
     }
 
+    /// An error with the code's standard message and no data. One call instead of an error
+    /// built at each of its callers.
+    #[inline(never)]
+    fn fail(&mut self, id: &RequestId, code: ErrorCode) {
+        self.error(Some(id), &RpcError::new(code));
+    }
+
     fn error(&mut self, id: Option<&RequestId>, e: &RpcError<'_>) {
         send_error(&mut self.out, id, e);
     }
@@ -730,7 +744,7 @@ fn end_complete(out: &mut Out, legacy: bool) {
 /// The tool's result for a completed task, without its closing brace.
 fn sampled<'o>(out: &'o mut Out, task: &Task) -> &'o mut Out {
     out.s(r#"{"content":[{"type":"text","text":"sampled "#)
-        .u64(task.done)
+        .u64(u64::from(task.done))
         .s(r#" readings"}],"isError":false"#)
 }
 
@@ -807,9 +821,10 @@ fn final_answer(out: &mut Out, id: &RequestId, task: &Task) {
     send(out);
 }
 
-/// The fields of a task (SEP-1686 names in the legacy era, SEP-2663 names in the modern one).
+/// A task's opening brace and fields, without its closing brace (SEP-1686 names in the legacy
+/// era, SEP-2663 names in the modern one).
 fn task_fields(out: &mut Out, task: &Task, legacy: bool) {
-    out.s(r#""taskId":""#)
+    out.s(r#"{"taskId":""#)
         .s(task.id())
         .s(r#"","status":""#)
         .s(task.status.name())
@@ -817,12 +832,12 @@ fn task_fields(out: &mut Out, task: &Task, legacy: bool) {
         .time(task.created.0)
         .s(r#","lastUpdatedAt":"#)
         .time(task.updated.0);
-    if legacy {
-        out.s(r#","ttl":"#).u64(TTL_MS).s(r#","pollInterval":"#);
+    // TTL_MS and POLL_MS, as text: constants need no number writer.
+    out.s(if legacy {
+        r#","ttl":60000,"pollInterval":100"#
     } else {
-        out.s(r#","ttlMs":"#).u64(TTL_MS).s(r#","pollIntervalMs":"#);
-    }
-    out.u64(POLL_MS);
+        r#","ttlMs":60000,"pollIntervalMs":100"#
+    });
 }
 
 /// Appends an event to the task's ring. The payloads are the device's own and always fit.
@@ -836,7 +851,7 @@ fn append(task: &mut Task, now: Millis, ty: EventType<'static>, payload: &[u8]) 
 fn sample(task: &mut Task, now: Millis, out: &mut Out) {
     out.clear();
     out.s(r#"{"i":"#)
-        .u64(task.done)
+        .u64(u64::from(task.done))
         .s(r#","reading":"#)
         .u64(u64::from(crate::systick_value()))
         .s(r#","uptime_ms":"#)

@@ -35,7 +35,7 @@ pub(crate) fn is_string(object: &[u8], key: &str, expected: &str) -> bool {
 /// A member that is a non-negative integer literal (no fraction, no exponent) of at most `max`
 /// (below 10^9). A JSON integer has no leading zero, so one of ten digits or more is above it:
 /// nine digits are summed in 32 bits without overflow.
-pub(crate) fn at_most(m: &Member<'_>, max: u32) -> Option<u64> {
+pub(crate) fn at_most(m: &Member<'_>, max: u32) -> Option<u32> {
     if m.kind != Kind::Number || m.value.is_empty() || m.value.len() > 9 {
         return None;
     }
@@ -46,7 +46,7 @@ pub(crate) fn at_most(m: &Member<'_>, max: u32) -> Option<u64> {
         }
         n = n * 10 + u32::from(d - b'0');
     }
-    (n <= max).then_some(u64::from(n))
+    (n <= max).then_some(n)
 }
 
 /// What a modern request's `_meta` says (MCP digest, a.4).
