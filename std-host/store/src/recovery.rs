@@ -11,7 +11,7 @@ use taskstream_core::{Millis, Seq};
 
 use super::checkpoint::{self, Checkpoint};
 use super::engine::{Engine, LiveTask, LiveTaskState};
-use super::error::StoreError;
+use super::error::{AppendError, StoreError};
 use super::events::EventTable;
 use super::fsutil::{self, LockError};
 use super::index::Index;
@@ -420,7 +420,7 @@ pub(crate) fn open(config: StoreConfig, now: Millis, mode: Mode) -> Result<Opene
                 now,
             )
             .map_err(|e| match e {
-                super::AppendError::Storage(e) => e,
+                AppendError::Storage(e) => e,
                 other => StoreError::Corrupt(format!("failing task {id:?}: {other:?}")),
             })?;
         report.failed_tasks.push(id);
@@ -637,7 +637,7 @@ fn load_tasks(
                 sizes,
                 bytes,
                 empty,
-                record_bytes: crate::model::TASK_OVERHEAD_BYTES + json.len() as u64,
+                record_bytes: super::model::TASK_OVERHEAD_BYTES + json.len() as u64,
             }),
         );
     }
