@@ -1,5 +1,6 @@
 //! [`StoreError`]: why storage failed.
 
+use std::fmt;
 use std::io;
 use std::path::{Path, PathBuf};
 
@@ -9,7 +10,7 @@ use super::wal::WalError;
 
 /// A storage failure (I/O, corruption, a locked data dir).
 ///
-/// Failures of the log or of sled while appending are fail-stop: the store refuses every later
+/// Failures of the log or of the index while appending are fail-stop: the store refuses every later
 /// write with [`StoreError::Failed`], since what reached the disk is no longer known.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
@@ -37,14 +38,9 @@ pub enum StoreError {
     /// The write-ahead log failed.
     #[error("{0}")]
     Wal(#[source] WalError),
-    /// sled failed.
-    #[error("sled: {context}: {source}")]
-    Index {
-        /// What was being done.
-        context: &'static str,
-        /// sled's error.
-        source: sled::Error,
-    },
+    /// The index (task records, retention floors, where each event is in the log) failed.
+    #[error("index: {0}")]
+    Index(#[source] IndexError),
     /// A record could not be encoded, or a stored one did not decode.
     #[error("log record: {0}")]
     Record(#[source] RecordError),
@@ -81,10 +77,6 @@ impl StoreError {
         }
     }
 
-    pub(crate) fn index(context: &'static str, source: sled::Error) -> StoreError {
-        StoreError::Index { context, source }
-    }
-
     pub(crate) fn corrupt(what: String) -> StoreError {
         StoreError::Corrupt(what)
     }
@@ -100,16 +92,16 @@ impl StoreError {
     }
 
     /// Whether this is an operating system's I/O error (a full disk, a failing device): of a
-    /// file of the data dir, of a log segment, or of sled's files. Such an error is not damage.
+    /// file of the data dir, of a log segment, or of the index's files. Such an error is not damage.
     pub(crate) fn is_io(&self) -> bool {
         matches!(
             self,
             StoreError::Io { .. }
                 | StoreError::Wal(WalError::Io { .. })
-                | StoreError::Index {
-                    source: sled::Error::Io(_),
+                | StoreError::Index(IndexError {
+                    kind: IndexErrorKind::Io,
                     ..
-                }
+                })
         )
     }
 
@@ -120,6 +112,70 @@ impl StoreError {
             self,
             StoreError::Damaged(_) | StoreError::Wal(WalError::Damaged(_))
         )
+    }
+}
+
+/// A failure of the index: what was being done, what kind of failure, and a message for the
+/// operator. The engine the index is built on is not part of the API; its own error stays
+/// reachable through [`std::error::Error::source`], for logs.
+#[derive(Debug)]
+pub struct IndexError {
+    context: &'static str,
+    kind: IndexErrorKind,
+    message: String,
+    source: Box<dyn std::error::Error + Send + Sync + 'static>,
+}
+
+/// What kind of failure an [`IndexError`] is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum IndexErrorKind {
+    /// The operating system failed a read or write of the index's files (a full disk, a
+    /// failing device): not damage.
+    Io,
+    /// The index's files hold data that does not decode.
+    Corrupt,
+    /// Any other failure (a misuse or a defect of the index).
+    Other,
+}
+
+impl IndexError {
+    pub(crate) fn new(
+        context: &'static str,
+        kind: IndexErrorKind,
+        message: String,
+        source: impl std::error::Error + Send + Sync + 'static,
+    ) -> IndexError {
+        IndexError {
+            context,
+            kind,
+            message,
+            source: Box::new(source),
+        }
+    }
+
+    /// What kind of failure this is.
+    #[must_use]
+    pub fn kind(&self) -> IndexErrorKind {
+        self.kind
+    }
+
+    /// What the index was doing ("writing a task", "flushing", …).
+    #[must_use]
+    pub fn context(&self) -> &'static str {
+        self.context
+    }
+}
+
+impl fmt::Display for IndexError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}", self.context, self.message)
+    }
+}
+
+impl std::error::Error for IndexError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        Some(&*self.source)
     }
 }
 

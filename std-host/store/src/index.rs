@@ -33,13 +33,38 @@ use taskstream_core::Seq;
 
 use std::ops::Bound;
 
-use super::error::StoreError;
+use super::error::{IndexError, IndexErrorKind, StoreError};
 use super::events::{EventTable, Loc};
 use super::frame::encode_into;
 use super::fsutil;
 use super::tree::Tree;
 
 const CHECKPOINT_KEY: &[u8] = b"checkpoint";
+
+/// The store's error for a failure of sled while `context`: an [`IndexError`] of the kind the
+/// failure is, with a message of our own; sled's error is kept as its `source()`, for logs.
+/// sled's types stay in this module and `tree`; the public API never shows them.
+pub(crate) fn index_error(context: &'static str, e: sled::Error) -> StoreError {
+    let (kind, message) = match &e {
+        sled::Error::Io(io) => (IndexErrorKind::Io, io.to_string()),
+        sled::Error::Corruption { at, .. } => (
+            IndexErrorKind::Corrupt,
+            match at {
+                Some(at) => format!("its files hold corrupt data (at {at:?})"),
+                None => "its files hold corrupt data".to_owned(),
+            },
+        ),
+        sled::Error::CollectionNotFound(name) => (
+            IndexErrorKind::Other,
+            format!("tree {:?} does not exist", String::from_utf8_lossy(name)),
+        ),
+        sled::Error::Unsupported(what) => (IndexErrorKind::Other, format!("unsupported: {what}")),
+        sled::Error::ReportableBug(what) => {
+            (IndexErrorKind::Other, format!("internal error: {what}"))
+        }
+    };
+    StoreError::Index(IndexError::new(context, kind, message, e))
+}
 
 /// Where the events are: a tree (in memory), or the log, by an [`EventTable`] (a data dir).
 pub(crate) enum Events {
@@ -95,7 +120,7 @@ impl Index {
         let tree = |name: &str| {
             db.open_tree(name)
                 .map(Tree::Sled)
-                .map_err(|e| StoreError::index("opening a tree of", e))
+                .map_err(|e| index_error("opening a tree of", e))
         };
         fsutil::restrict_tree(dir).map_err(StoreError::io("restricting", dir))?;
         let path = dir.join("db");
@@ -141,14 +166,14 @@ impl Index {
             if !run.is_empty() {
                 events
                     .insert_all(std::mem::take(&mut run))
-                    .map_err(|e| StoreError::index("writing events", e))?;
+                    .map_err(|e| index_error("writing events", e))?;
             }
             self.apply(&rec, raw, lsn)?;
         }
         if !run.is_empty() {
             events
                 .insert_all(run)
-                .map_err(|e| StoreError::index("writing events", e))?;
+                .map_err(|e| index_error("writing events", e))?;
         }
         Ok(())
     }
@@ -178,21 +203,21 @@ impl Index {
             Record::Transition { event, state } => self
                 .tasks
                 .insert(event.task_id.as_bytes(), state)
-                .map_err(|e| StoreError::index("writing a task", e)),
+                .map_err(|e| index_error("writing a task", e)),
             Record::Truncate { task_id, before } => self
                 .floors
                 .insert(task_id.as_bytes(), &before.get().to_be_bytes())
-                .map_err(|e| StoreError::index("writing a floor", e)),
+                .map_err(|e| index_error("writing a floor", e)),
             Record::Remove { task_id } => {
                 self.meta
                     .remove(&hole_key(task_id))
-                    .map_err(|e| StoreError::index("removing a hole mark", e))?;
+                    .map_err(|e| index_error("removing a hole mark", e))?;
                 self.floors
                     .remove(task_id.as_bytes())
-                    .map_err(|e| StoreError::index("removing a floor", e))?;
+                    .map_err(|e| index_error("removing a floor", e))?;
                 self.tasks
                     .remove(task_id.as_bytes())
-                    .map_err(|e| StoreError::index("removing a task", e))?;
+                    .map_err(|e| index_error("removing a task", e))?;
                 Ok(())
             }
         }
@@ -219,27 +244,27 @@ impl Index {
             Record::Transition { event, state } => {
                 self.tasks
                     .insert(event.task_id.as_bytes(), state)
-                    .map_err(|e| StoreError::index("writing a task", e))?;
+                    .map_err(|e| index_error("writing a task", e))?;
                 self.put_event(event, raw, lsn, false)
             }
             Record::Truncate { task_id, before } => {
                 self.delete_events(task_id, Some(*before), from_zero)?;
                 self.floors
                     .insert(task_id.as_bytes(), &before.get().to_be_bytes())
-                    .map_err(|e| StoreError::index("writing a floor", e))?;
+                    .map_err(|e| index_error("writing a floor", e))?;
                 Ok(())
             }
             Record::Remove { task_id } => {
                 self.delete_events(task_id, None, true)?;
                 self.meta
                     .remove(&hole_key(task_id))
-                    .map_err(|e| StoreError::index("removing a hole mark", e))?;
+                    .map_err(|e| index_error("removing a hole mark", e))?;
                 self.floors
                     .remove(task_id.as_bytes())
-                    .map_err(|e| StoreError::index("removing a floor", e))?;
+                    .map_err(|e| index_error("removing a floor", e))?;
                 self.tasks
                     .remove(task_id.as_bytes())
-                    .map_err(|e| StoreError::index("removing a task", e))?;
+                    .map_err(|e| index_error("removing a task", e))?;
                 Ok(())
             }
         }
@@ -271,7 +296,7 @@ impl Index {
                 };
                 events
                     .insert(&key, value)
-                    .map_err(|e| StoreError::index("writing an event", e))?;
+                    .map_err(|e| index_error("writing an event", e))?;
                 Ok(())
             }
         }
@@ -307,13 +332,13 @@ impl Index {
             Some(before) => events.keys(&from, Bound::Excluded(&event_key(task_id, before))),
             None => events.prefix_keys(&task_prefix(task_id)),
         }
-        .map_err(|e| StoreError::index("listing events of", e))?;
+        .map_err(|e| index_error("listing events of", e))?;
         if keys.is_empty() {
             return Ok(());
         }
         events
             .remove_all(keys)
-            .map_err(|e| StoreError::index("deleting events", e))
+            .map_err(|e| index_error("deleting events", e))
     }
 
     /// The stored event `seq` of a task: its raw record (an `Event` record, or in the log the
@@ -324,7 +349,7 @@ impl Index {
             Events::Tree(events) => events
                 .get(&event_key(task_id, seq))
                 .map(|v| v.map(Bytes::from_owner))
-                .map_err(|e| StoreError::index("reading an event", e)),
+                .map_err(|e| index_error("reading an event", e)),
         }
     }
 
@@ -351,7 +376,7 @@ impl Index {
                     .values(&event_key(task_id, from), &event_key(task_id, to))
                     .map(|v| {
                         v.map(Bytes::from_owner)
-                            .map_err(|e| StoreError::index("reading events", e))
+                            .map_err(|e| index_error("reading events", e))
                     }),
             ),
         }
@@ -365,7 +390,7 @@ impl Index {
         };
         let (first, last) = events
             .prefix_bounds(&task_prefix(task_id))
-            .map_err(|e| StoreError::index("reading events", e))?;
+            .map_err(|e| index_error("reading events", e))?;
         let Some(first) = first else {
             return Ok(None);
         };
@@ -397,7 +422,7 @@ impl Index {
             let held = self
                 .tasks
                 .get(id.as_bytes())
-                .map_err(|e| StoreError::index("reading a task", e))?
+                .map_err(|e| index_error("reading a task", e))?
                 .is_some();
             if held {
                 keep.insert(id.clone(), self.floor(&id)?);
@@ -418,7 +443,7 @@ impl Index {
         match self
             .floors
             .get(task_id.as_bytes())
-            .map_err(|e| StoreError::index("reading a floor", e))?
+            .map_err(|e| index_error("reading a floor", e))?
         {
             None => Ok(Seq::ZERO),
             Some(v) => read_u64(&v)
@@ -430,7 +455,7 @@ impl Index {
     /// Every stored task: id and JSON record.
     pub(crate) fn tasks(&self) -> impl Iterator<Item = Result<(String, sled::IVec), StoreError>> {
         self.tasks.entries().map(|item| {
-            let (k, v) = item.map_err(|e| StoreError::index("reading tasks", e))?;
+            let (k, v) = item.map_err(|e| index_error("reading tasks", e))?;
             let id = String::from_utf8(k.to_vec())
                 .map_err(|_| StoreError::corrupt("a task id is not UTF-8".to_owned()))?;
             Ok((id, v))
@@ -472,7 +497,7 @@ impl Index {
     pub(crate) fn mark_hole(&self, task_id: &str) -> Result<(), StoreError> {
         self.meta
             .insert(&hole_key(task_id), b"1")
-            .map_err(|e| StoreError::index("writing a hole mark", e))?;
+            .map_err(|e| index_error("writing a hole mark", e))?;
         Ok(())
     }
 
@@ -481,7 +506,7 @@ impl Index {
         self.meta
             .get(&hole_key(task_id))
             .map(|v| v.is_some())
-            .map_err(|e| StoreError::index("reading a hole mark", e))
+            .map_err(|e| index_error("reading a hole mark", e))
     }
 
     /// The LSN recovery replays from.
@@ -489,7 +514,7 @@ impl Index {
         match self
             .meta
             .get(CHECKPOINT_KEY)
-            .map_err(|e| StoreError::index("reading the checkpoint", e))?
+            .map_err(|e| index_error("reading the checkpoint", e))?
         {
             None => Ok(0),
             Some(v) => read_u64(&v).ok_or_else(|| StoreError::corrupt("checkpoint LSN".to_owned())),
@@ -500,7 +525,7 @@ impl Index {
     pub(crate) fn set_checkpoint(&self, lsn: u64) -> Result<(), StoreError> {
         self.meta
             .insert(CHECKPOINT_KEY, &lsn.to_be_bytes())
-            .map_err(|e| StoreError::index("writing the checkpoint", e))?;
+            .map_err(|e| index_error("writing the checkpoint", e))?;
         Ok(())
     }
 
@@ -508,7 +533,7 @@ impl Index {
     /// its data file (and, the first time, of its `conf`) and `fsync` of its directory.
     pub(crate) fn flush(&self, sync: bool) -> Result<(), StoreError> {
         if let Some(db) = &self.db {
-            db.flush().map_err(|e| StoreError::index("flushing", e))?;
+            db.flush().map_err(|e| index_error("flushing", e))?;
         }
         if let (true, Some((dir, file))) = (sync, &self.files) {
             file.sync_data()
@@ -576,15 +601,15 @@ fn copy_tree(src: &Tree, dst: &Tree) -> Result<u64, StoreError> {
     let mut batch = Vec::with_capacity(BATCH);
     let mut copied = 0;
     for item in src.entries() {
-        batch.push(item.map_err(|e| StoreError::index("reading for a rebuild", e))?);
+        batch.push(item.map_err(|e| index_error("reading for a rebuild", e))?);
         copied += 1;
         if batch.len() == BATCH {
             dst.insert_all(std::mem::replace(&mut batch, Vec::with_capacity(BATCH)))
-                .map_err(|e| StoreError::index("writing a rebuild", e))?;
+                .map_err(|e| index_error("writing a rebuild", e))?;
         }
     }
     dst.insert_all(batch)
-        .map_err(|e| StoreError::index("writing a rebuild", e))?;
+        .map_err(|e| index_error("writing a rebuild", e))?;
     Ok(copied)
 }
 
@@ -694,7 +719,44 @@ fn open_when_released(config: &sled::Config) -> Result<sled::Db, StoreError> {
             {
                 std::thread::sleep(std::time::Duration::from_millis(5));
             }
-            other => return other.map_err(|e| StoreError::index("opening", e)),
+            other => return other.map_err(|e| index_error("opening", e)),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::error::Error as _;
+    use std::io;
+
+    use super::index_error;
+    use crate::error::{IndexErrorKind, StoreError};
+
+    #[test]
+    fn a_failure_of_sled_is_an_index_error_that_never_names_sled() {
+        let full = io::Error::from_raw_os_error(28); // ENOSPC
+        let e = index_error("writing a task", sled::Error::Io(full));
+        let shown = e.to_string();
+        assert!(!shown.to_lowercase().contains("sled"), "{shown}");
+        assert!(shown.starts_with("index: writing a task: "), "{shown}");
+        assert!(shown.contains("No space left on device"), "{shown}");
+        assert!(e.is_io(), "a full disk is an I/O error, not damage: {e:?}");
+        assert!(!e.is_damage());
+        let StoreError::Index(index) = &e else {
+            panic!("{e:?}");
+        };
+        assert_eq!(index.kind(), IndexErrorKind::Io);
+        assert_eq!(index.context(), "writing a task");
+        // The chain goes on to sled's own error, for logs.
+        let inner = e.source().and_then(|s| s.source()).expect("a source");
+        assert!(inner.downcast_ref::<sled::Error>().is_some(), "{inner:?}");
+
+        let e = index_error("reading a task", sled::Error::Unsupported("x".to_owned()));
+        let StoreError::Index(index) = &e else {
+            panic!("{e:?}");
+        };
+        assert_eq!(index.kind(), IndexErrorKind::Other);
+        assert!(!e.is_io());
+        assert_eq!(e.to_string(), "index: reading a task: unsupported: x");
     }
 }

@@ -85,7 +85,7 @@ use std::thread::JoinHandle;
 use taskstream_core::{Millis, RetentionPolicy, Seq};
 
 pub use backend::TaskStore;
-pub use error::{AppendError, StoreError};
+pub use error::{AppendError, IndexError, IndexErrorKind, StoreError};
 #[cfg(feature = "postgres")]
 pub use pg::{PgConfig, PgStore};
 

@@ -11,10 +11,10 @@ use taskstream_core::{Millis, Seq};
 
 use super::checkpoint::{self, Checkpoint};
 use super::engine::{Engine, LiveTask, LiveTaskState};
-use super::error::StoreError;
+use super::error::{AppendError, StoreError};
 use super::events::EventTable;
 use super::fsutil::{self, LockError};
-use super::index::Index;
+use super::index::{index_error, Index};
 use super::layout;
 use super::model::{
     Durability, StoreConfig, TaskRecord, TaskStatus, REPAIR_FAILURE_MESSAGE,
@@ -420,7 +420,7 @@ pub(crate) fn open(config: StoreConfig, now: Millis, mode: Mode) -> Result<Opene
                 now,
             )
             .map_err(|e| match e {
-                super::AppendError::Storage(e) => e,
+                AppendError::Storage(e) => e,
                 other => StoreError::Corrupt(format!("failing task {id:?}: {other:?}")),
             })?;
         report.failed_tasks.push(id);
@@ -506,7 +506,7 @@ fn migrate_legacy_events(
     let mut moved = 0u64;
     let mut keys = Vec::new();
     for item in legacy.entries() {
-        let (key, raw) = item.map_err(|e| StoreError::index("reading the old events of", e))?;
+        let (key, raw) = item.map_err(|e| index_error("reading the old events of", e))?;
         let (rec, _) = record::decode(&raw).map_err(StoreError::Record)?;
         let lsn = wal.submit(&raw, false).map_err(StoreError::Wal)?;
         index.apply(&rec, &raw, lsn)?;
@@ -520,7 +520,7 @@ fn migrate_legacy_events(
         .map_err(StoreError::Wal)?;
     legacy
         .remove_all(keys)
-        .map_err(|e| StoreError::index("deleting the old events of", e))?;
+        .map_err(|e| index_error("deleting the old events of", e))?;
     report.warnings.push(format!(
         "moved {moved} event(s) from the index into the log, where this version keeps them"
     ));
@@ -637,7 +637,7 @@ fn load_tasks(
                 sizes,
                 bytes,
                 empty,
-                record_bytes: crate::model::TASK_OVERHEAD_BYTES + json.len() as u64,
+                record_bytes: super::model::TASK_OVERHEAD_BYTES + json.len() as u64,
             }),
         );
     }
