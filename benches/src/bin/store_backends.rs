@@ -3,13 +3,14 @@
 //! storage interface the server uses ([`TaskStore`]).
 //!
 //! ```sh
-//! cargo run --release -p taskstream-benches --bin store_backends -- [--rounds N] [--url postgres://…] [--writers N]
+//! cargo run --release -p taskstream-benches --bin store_backends -- [--rounds N] [--url postgres://…] [--writers N] [--cache-mb N]
 //! ```
 //!
 //! Without `--url` it starts a throwaway cluster with `scripts/postgres` (and stops it). Each
 //! round measures, for each backend: durable appends per second with 1 and with 64 appenders
 //! (each on a task of its own), the replay rate of a 100 000-event task (reads of 256, as
-//! delivery reads), and the latency from the start of an append to its delivery to a reader
+//! delivery reads; for PostgreSQL on the replica that wrote it, from its cache, and on another
+//! replica, whose cache starts cold), and the latency from the start of an append to its delivery to a reader
 //! woken by the change signal: in the same process for the data dir, on **another replica**
 //! (a second store on the same database, woken by `LISTEN/NOTIFY`) for PostgreSQL, alone and
 //! while 16 tasks emit; events per second of live tasks as a tool emits them (pipelined, the
@@ -227,9 +228,9 @@ fn bulk_bound(url: &str) -> f64 {
     rate
 }
 
-/// Fills a task with [`REPLAY_EVENTS`] events (64 appenders on it), then reads it all; events
-/// per second of the read.
-fn replay(store: &Arc<dyn TaskStore>, round: usize) -> f64 {
+/// Fills a task with [`REPLAY_EVENTS`] events (64 appenders on it), then reads it all, on
+/// the same store and then on `other` (another replica); events per second of each read.
+fn replay(store: &Arc<dyn TaskStore>, other: &Arc<dyn TaskStore>, round: usize) -> (f64, f64) {
     let task = format!("replay-{round}");
     create(&**store, &task);
     let threads: Vec<_> = (0..APPENDERS)
@@ -245,13 +246,18 @@ fn replay(store: &Arc<dyn TaskStore>, round: usize) -> f64 {
     for t in threads {
         let _ = t.join();
     }
+    (read_all(&**store, &task), read_all(&**other, &task))
+}
+
+/// Reads a task of [`REPLAY_EVENTS`] events from seq 0, 256 at a time; events per second.
+fn read_all(store: &dyn TaskStore, task: &str) -> f64 {
     let started = Instant::now();
     let mut next = 0u64;
     let mut bytes = 0usize;
     loop {
         let mut got = 0;
         let read = store.read_raw_from(
-            &task,
+            task,
             Seq::new(next).unwrap_or(Seq::ZERO),
             256,
             &mut |e: RawEvent| {
@@ -364,6 +370,7 @@ fn main() {
     let mut rounds = 3;
     let mut url = None;
     let mut writers = taskstream_store::pg::DEFAULT_WRITERS;
+    let mut cache_bytes = taskstream_store::pg::DEFAULT_CACHE_BYTES;
     let mut it = args.iter();
     while let Some(a) = it.next() {
         match a.as_str() {
@@ -372,8 +379,17 @@ fn main() {
             "--writers" => {
                 writers = it.next().and_then(|v| v.parse().ok()).unwrap_or(writers);
             }
+            "--cache-mb" => {
+                cache_bytes = it
+                    .next()
+                    .and_then(|v| v.parse::<usize>().ok())
+                    .map_or(cache_bytes, |mb| mb << 20);
+            }
             _ => {
-                eprintln!("usage: store_backends [--rounds N] [--url postgres://…] [--writers N]");
+                eprintln!(
+                    "usage: store_backends [--rounds N] [--url postgres://…] [--writers N] \
+                     [--cache-mb N]"
+                );
                 std::process::exit(2);
             }
         }
@@ -405,6 +421,7 @@ fn main() {
             lease_timeout: Duration::from_secs(600),
             pool_size: taskstream_store::pg::DEFAULT_POOL_SIZE,
             writers,
+            cache_bytes,
         }) {
             Ok(s) => Arc::new(s),
             Err(e) => {
@@ -450,10 +467,14 @@ fn main() {
                 append_one(&**store, round),
             );
             put(format!("{name}/append_64/per_s"), append_many(store, round));
-            put(
-                format!("{name}/replay_100k/events_per_s"),
-                replay(store, round),
-            );
+            let (same, other) = replay(store, reader, round);
+            put(format!("{name}/replay_100k/events_per_s"), same);
+            if name == "postgres" {
+                put(
+                    format!("{name}/replay_100k_other_replica/events_per_s"),
+                    other,
+                );
+            }
             let (p50, p99) = latency(&**store, reader, round);
             put(format!("{name}/latency/median_ms"), p50);
             put(format!("{name}/latency/p99_ms"), p99);
@@ -502,6 +523,13 @@ fn main() {
         "ratio postgres/replay / data_dir/replay {:.2}",
         ratio(
             "postgres/replay_100k/events_per_s",
+            "data_dir/replay_100k/events_per_s"
+        )
+    );
+    println!(
+        "ratio postgres/replay on another replica / data_dir/replay {:.2}",
+        ratio(
+            "postgres/replay_100k_other_replica/events_per_s",
             "data_dir/replay_100k/events_per_s"
         )
     );

@@ -286,6 +286,7 @@ pub(super) fn open_pg(config: &ServeConfig, url: &str) -> Result<PgStore, String
         lease_timeout: config.lease_timeout,
         pool_size: config.store_pool,
         writers: config.store_writers,
+        cache_bytes: config.store_cache_bytes,
     })
     .map_err(|e| format!("cannot open the store: {e}"))?;
     eprintln!(

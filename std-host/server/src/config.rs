@@ -94,6 +94,12 @@ pub struct ServeArgs {
           default_value_t = taskstream_store::DEFAULT_PG_WRITERS as u64,
           value_parser = clap::value_parser!(u64).range(1..=16))]
     pub store_writers: u64,
+    /// With --store: how many MiB of committed events the replica keeps to answer reads and
+    /// its own streams without the database (0: none)
+    #[arg(long, value_name = "MIB", requires = "store",
+          default_value_t = taskstream_store::DEFAULT_PG_CACHE_MB as u64,
+          value_parser = clap::value_parser!(u64).range(0..=1_048_576))]
+    pub store_cache_mb: u64,
     /// Events retained per task
     #[arg(long, value_name = "N", default_value_t = u64::from(RetentionPolicy::DEFAULT.max_events),
           value_parser = clap::value_parser!(u64).range(1..=u64::from(u32::MAX)))]
@@ -316,6 +322,8 @@ pub struct ServeConfig {
     pub store_pool: usize,
     /// With `store_url`: the writer connections (`--store-writers`).
     pub store_writers: usize,
+    /// With `store_url`: bytes of committed events the replica caches (`--store-cache-mb`).
+    pub store_cache_bytes: usize,
     /// Where to serve only `/metrics`, `/healthz` and `/readyz` (`--metrics-addr`).
     pub metrics_addr: Option<String>,
 }
@@ -429,6 +437,7 @@ impl ServeConfig {
             lease_timeout: taskstream_store::DEFAULT_LEASE_TIMEOUT,
             store_pool: taskstream_store::DEFAULT_PG_POOL_SIZE,
             store_writers: taskstream_store::DEFAULT_PG_WRITERS,
+            store_cache_bytes: taskstream_store::DEFAULT_PG_CACHE_MB << 20,
             metrics_addr: None,
         }
     }
@@ -490,10 +499,11 @@ pub fn parse_serve(
 /// Options that mean something only beside another: (option, its flag, the one it needs).
 /// clap's `requires` says the same but lets it go when the needed option conflicts with one
 /// given (`--in-memory --idle-exit 5`); this check does not.
-const REQUIREMENTS: [(&str, &str, &str); 10] = [
+const REQUIREMENTS: [(&str, &str, &str); 11] = [
     ("lease_timeout", "--lease-timeout", "--store"),
     ("store_pool", "--store-pool", "--store"),
     ("store_writers", "--store-writers", "--store"),
+    ("store_cache_mb", "--store-cache-mb", "--store"),
     ("idle_exit", "--idle-exit", "--socket"),
     ("detach", "--detach", "--socket"),
     ("auth_token_file", "--auth-token-file", "--http"),
@@ -614,6 +624,8 @@ impl ServeArgs {
             lease_timeout: std::time::Duration::from_secs(self.lease_timeout),
             store_pool: usize::try_from(self.store_pool).unwrap_or(usize::MAX),
             store_writers: usize::try_from(self.store_writers).unwrap_or(usize::MAX),
+            store_cache_bytes: usize::try_from(self.store_cache_mb.saturating_mul(1 << 20))
+                .unwrap_or(usize::MAX),
         })
     }
 }

@@ -113,7 +113,9 @@ pub trait TaskStore: Send + Sync {
     ) -> Result<Seq, AppendError>;
 
     /// Hands up to `max` retained events of a task from `from` on, in seq order, to `push`;
-    /// returns how many. Stops early at a seq no longer retained.
+    /// returns how many. Stops early at a seq no longer retained, and may hand fewer than
+    /// are retained (a shared store answers with what its cache holds): a caller wanting
+    /// more reads again from the next seq; 0 means `from` is not there.
     ///
     /// # Errors
     /// [`StoreError`] if storage cannot be read; the events before it were handed out.

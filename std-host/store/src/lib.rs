@@ -70,6 +70,8 @@ mod model;
 #[cfg(feature = "postgres")]
 #[cfg_attr(docsrs, doc(cfg(feature = "postgres")))]
 pub mod pg;
+#[cfg(feature = "postgres")]
+mod pg_cache;
 mod raw;
 mod recovery;
 pub mod stats;
@@ -92,8 +94,8 @@ pub use pg::{PgConfig, PgStore};
 pub use model::{
     ChangeSignal, Durability, StoreConfig, StoreStats, StoredEvent, TaskRecord, TaskStatus,
     TaskView, WalStats, DEFAULT_INDEX_CACHE_BYTES, DEFAULT_LEASE_TIMEOUT, DEFAULT_MAX_STORE_BYTES,
-    DEFAULT_PG_POOL_SIZE, DEFAULT_PG_WRITERS, REPAIR_FAILURE_MESSAGE, RESTART_FAILURE_MESSAGE,
-    STATUS_EVENT_TYPE, TASK_OVERHEAD_BYTES,
+    DEFAULT_PG_CACHE_MB, DEFAULT_PG_POOL_SIZE, DEFAULT_PG_WRITERS, REPAIR_FAILURE_MESSAGE,
+    RESTART_FAILURE_MESSAGE, STATUS_EVENT_TYPE, TASK_OVERHEAD_BYTES,
 };
 pub use raw::RawEvent;
 pub use recovery::RecoveryReport;

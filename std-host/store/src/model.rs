@@ -22,6 +22,10 @@ pub const DEFAULT_PG_POOL_SIZE: usize = 16;
 /// The default of `--store-writers`: how many connections of a PostgreSQL replica commit
 /// batches of events side by side.
 pub const DEFAULT_PG_WRITERS: usize = 2;
+
+/// The default of `--store-cache-mb`: how many MiB of committed events a PostgreSQL replica
+/// keeps to answer reads without the database.
+pub const DEFAULT_PG_CACHE_MB: usize = 64;
 /// The event type of status transitions (docs/interface.md, "Tools the server offers").
 pub const STATUS_EVENT_TYPE: &str = "dev.taskstream.task.status";
 

@@ -31,7 +31,11 @@
 //!   refusal, recognised by the row being at the batch's end); a batch that could not commit
 //!   makes the task's next append fail, so a producer never goes on past a lost event.
 //! - **Reads beside writes.** Reads use a pool of `pool_size` connections that the writers
-//!   and the listener do not share.
+//!   and the listener do not share; each connection prepares a statement once.
+//! - **Committed events cached.** Each replica keeps up to `cache_bytes` of committed events
+//!   (its writer's batches once committed, and what reads fetched), consulted before the
+//!   database: never an event that did not commit, never one below the task's floor as last
+//!   read from its row (`crate::pg_cache` says how).
 //! - **Doorbell.** Every writing transaction sends `NOTIFY taskstream`; each replica `LISTEN`s
 //!   and moves its [`ChangeSignal`]. The notification carries nothing: streams read what is
 //!   new by seq, so a lost notification (a dropped listener connection) costs latency, never
@@ -62,7 +66,7 @@ use std::time::{Duration, Instant};
 
 use postgres::error::SqlState;
 use postgres::fallible_iterator::FallibleIterator;
-use postgres::{Client, NoTls};
+use postgres::{Client, NoTls, Statement};
 use taskstream_core::{EventType, Millis, Payload, Retained, RetentionPolicy, Seq};
 
 use crate::log::log;
@@ -70,7 +74,10 @@ use crate::log::log;
 use super::backend::TaskStore;
 use super::error::{AppendError, StoreError};
 use super::model::{ChangeSignal, TaskRecord, TaskStatus, TaskView, STATUS_EVENT_TYPE};
+use super::pg_cache::{Cached, EventCache};
 use super::raw::RawEvent;
+
+pub use super::pg_cache::CacheUsage;
 use super::sync::lock;
 
 /// The schema version this build writes and reads; a database at a newer one is refused.
@@ -124,11 +131,13 @@ ALTER TABLE taskstream_events DROP CONSTRAINT IF EXISTS taskstream_events_task_i
 /// The advisory lock that serialises migrations of replicas starting together.
 const MIGRATION_LOCK: i64 = 0x7461_736b_7374_7265;
 
-/// How many events a read fetches when its reader is behind (the rest wait for its next read).
+/// How many events a read fetches from the database when its reader is behind (the rest go
+/// into the cache for its next read).
 const READ_AHEAD: usize = 4096;
 
-/// For how many tasks events are kept read ahead.
-const READ_AHEAD_TASKS: usize = 64;
+/// The payload of the notification of a retention sweep that moved floors or removed tasks:
+/// every replica drops its cache of events.
+const RETENTION_NOTICE: &str = "retention";
 
 /// The most event rows one statement of a retention sweep deletes.
 const SWEEP_CHUNK: i64 = 10_000;
@@ -289,6 +298,9 @@ pub struct PgConfig {
     /// How many writer connections commit batches side by side, each taking the appends of
     /// its share of the tasks ([`DEFAULT_WRITERS`]).
     pub writers: usize,
+    /// How many bytes of committed events the replica keeps to answer reads without the
+    /// database (0: none; [`DEFAULT_CACHE_BYTES`]).
+    pub cache_bytes: usize,
 }
 
 /// The default [`PgConfig::pool_size`].
@@ -296,6 +308,56 @@ pub const DEFAULT_POOL_SIZE: usize = crate::model::DEFAULT_PG_POOL_SIZE;
 
 /// The default [`PgConfig::writers`].
 pub const DEFAULT_WRITERS: usize = crate::model::DEFAULT_PG_WRITERS;
+
+/// The default [`PgConfig::cache_bytes`] (`--store-cache-mb`).
+pub const DEFAULT_CACHE_BYTES: usize = crate::model::DEFAULT_PG_CACHE_MB << 20;
+
+/// A pooled connection and the statements it prepared (each prepared once per connection:
+/// a statement given as text costs a round trip of its own to prepare, every time).
+pub(crate) struct Conn {
+    client: Client,
+    prepared: HashMap<&'static str, Statement>,
+}
+
+impl Conn {
+    fn new(client: Client) -> Conn {
+        Conn {
+            client,
+            prepared: HashMap::new(),
+        }
+    }
+
+    /// `sql`, prepared on this connection (once).
+    fn prep(&mut self, sql: &'static str) -> Result<Statement, postgres::Error> {
+        if let Some(s) = self.prepared.get(sql) {
+            return Ok(s.clone());
+        }
+        let s = self.client.prepare(sql)?;
+        self.prepared.insert(sql, s.clone());
+        Ok(s)
+    }
+}
+
+impl std::ops::Deref for Conn {
+    type Target = Client;
+    fn deref(&self) -> &Client {
+        &self.client
+    }
+}
+
+impl std::ops::DerefMut for Conn {
+    fn deref_mut(&mut self) -> &mut Client {
+        &mut self.client
+    }
+}
+
+/// Reads a task's row.
+const LOOKUP: &str = "SELECT record, floor, next_seq FROM taskstream_tasks WHERE task_id = $1";
+
+/// Reads a bounded range of a task's events (by the primary key, whatever the table's
+/// statistics say).
+const READ_EVENTS: &str = "SELECT seq, type, payload, at FROM taskstream_events \
+     WHERE task_id = $1 AND seq >= $2 AND seq < $2 + $3 ORDER BY seq";
 
 /// The PostgreSQL store (see the module docs). Dropping it stops its threads; its running
 /// tasks stay owned by its replica id until its lease expires.
@@ -312,7 +374,7 @@ struct Replica {
     lease_timeout: Duration,
     replica: String,
     /// Idle connections of the pool.
-    pool: Mutex<Vec<Client>>,
+    pool: Mutex<Vec<Conn>>,
     /// Connections of the pool in use, at most `pool_size`; a caller past it waits.
     in_use: (Mutex<usize>, Condvar),
     pool_size: usize,
@@ -320,8 +382,8 @@ struct Replica {
     /// The writers' queues; a task's appends always go through the same one (by its id's
     /// hash), so its batches commit in order while other tasks' commit beside them.
     lanes: Vec<Lane>,
-    /// Events read ahead of a reader, per task (at most [`READ_AHEAD_TASKS`] tasks).
-    read_ahead: Mutex<HashMap<String, std::collections::VecDeque<RawEvent>>>,
+    /// Committed events, consulted before the database.
+    cache: EventCache,
     stop: AtomicBool,
     stop_signal: (Mutex<bool>, Condvar),
     /// When the store opened: the origin of `renewed`.
@@ -441,7 +503,7 @@ impl PgStore {
             replica,
             pool: Mutex::new(Vec::new()),
             in_use: (Mutex::new(0), Condvar::new()),
-            read_ahead: Mutex::new(HashMap::new()),
+            cache: EventCache::new(config.cache_bytes),
             pool_size: config.pool_size.max(1),
             changes: ChangeSignal::default(),
             lanes: (0..config.writers.clamp(1, 16))
@@ -481,7 +543,7 @@ impl PgStore {
                 &[&inner.replica],
             )
             .map_err(|e| db_error("cannot register this replica", &e))?;
-        lock(&inner.pool).push(client);
+        lock(&inner.pool).push(Conn::new(client));
         let mut threads = Vec::new();
         for lane in 0..inner.lanes.len() {
             let i = Arc::clone(&inner);
@@ -522,6 +584,11 @@ impl PgStore {
     /// [`StoreError::Database`] if the database cannot be reached.
     pub fn reap(&self) -> Result<usize, StoreError> {
         self.inner.reap()
+    }
+
+    /// What the replica's cache of committed events holds now.
+    pub fn cache_usage(&self) -> CacheUsage {
+        self.inner.cache.usage()
     }
 }
 
@@ -647,7 +714,7 @@ impl Replica {
         &self,
         context: &str,
         write: bool,
-        f: impl FnMut(&mut Client) -> Result<T, postgres::Error>,
+        f: impl FnMut(&mut Conn) -> Result<T, postgres::Error>,
     ) -> Result<T, StoreError> {
         let _slot = self.pool_slot();
         self.with_unbounded(context, write, f)
@@ -659,7 +726,7 @@ impl Replica {
         &self,
         context: &str,
         write: bool,
-        mut f: impl FnMut(&mut Client) -> Result<T, postgres::Error>,
+        mut f: impl FnMut(&mut Conn) -> Result<T, postgres::Error>,
     ) -> Result<T, StoreError> {
         let mut client = loop {
             let pooled = lock(&self.pool).pop();
@@ -671,7 +738,7 @@ impl Replica {
                     break c;
                 }
                 Some(_) => {}
-                None => break self.connect()?,
+                None => break Conn::new(self.connect()?),
             }
         };
         match f(&mut client) {
@@ -689,7 +756,7 @@ impl Replica {
                 if write {
                     return Err(db_error(context, &e));
                 }
-                let mut fresh = self.connect()?;
+                let mut fresh = Conn::new(self.connect()?);
                 let v = f(&mut fresh).map_err(|e| db_error(context, &e));
                 if !fresh.is_closed() {
                     self.put_back(fresh);
@@ -712,7 +779,7 @@ impl Replica {
         PoolSlot(&self.in_use)
     }
 
-    fn put_back(&self, client: Client) {
+    fn put_back(&self, client: Conn) {
         let mut pool = lock(&self.pool);
         if pool.len() < self.pool_size {
             pool.push(client);
@@ -764,6 +831,17 @@ impl Replica {
         lock(&self.lane(&record.task_id).pipe)
             .heads
             .insert(record.task_id.clone(), Head::new(1, 0));
+        self.cache.forget(&record.task_id);
+        self.cache.insert(
+            &record.task_id,
+            0,
+            0,
+            [Cached::new(
+                now,
+                STATUS_EVENT_TYPE,
+                br#"{"status":"working"}"#,
+            )],
+        );
         self.changes.notify();
         Ok(())
     }
@@ -848,7 +926,7 @@ impl Replica {
                 }
                 tx.execute("SELECT pg_notify('taskstream', '')", &[])?;
                 tx.commit()?;
-                Ok(Ok(seq))
+                Ok(Ok((seq, new_floor)))
             })
             .map_err(AppendError::Storage);
         if !matches!(
@@ -857,18 +935,27 @@ impl Replica {
         ) {
             lock(&self.lane(task_id).pipe).heads.remove(task_id);
         }
-        let outcome = outcome??;
+        let (seq, floor) = outcome??;
+        self.cache.insert(
+            task_id,
+            floor,
+            seq,
+            [Cached::new(now, STATUS_EVENT_TYPE, payload.as_bytes())],
+        );
         self.changes.notify();
-        seq_of(outcome).map_err(AppendError::Storage)
+        seq_of(seq).map_err(AppendError::Storage)
     }
 
     fn lookup(&self, task_id: &str) -> Result<Option<TaskView>, StoreError> {
         let row = self.with("cannot read a task", false, |c| {
-            c.query_opt(
-                "SELECT record, floor, next_seq FROM taskstream_tasks WHERE task_id = $1",
-                &[&task_id],
-            )
+            let st = c.prep(LOOKUP)?;
+            c.query_opt(&st, &[&task_id])
         })?;
+        match &row {
+            // The floor the caller decides from: no event below it is served from now on.
+            Some(r) => self.cache.raise_floor(task_id, r.get(1)),
+            None => self.cache.forget(task_id),
+        }
         row.map(|r| view_of(r.get(0), r.get(1), r.get(2)))
             .transpose()
     }
@@ -886,9 +973,10 @@ impl Replica {
             .collect()
     }
 
-    /// Reads up to `max` events from `from`: first those a previous read of the task fetched
-    /// ahead (a reader catching up on a long log takes [`READ_AHEAD`] rows per round trip),
-    /// then from the database.
+    /// Reads up to `max` events from `from`: from the cache when it holds `from` (what it
+    /// has, maybe fewer than `max`: the caller reads again for the rest), else from the
+    /// database, [`READ_AHEAD`] rows per round trip, the ones past `max` kept in the cache for
+    /// the next read.
     fn read_raw_from(
         &self,
         task_id: &str,
@@ -899,44 +987,32 @@ impl Replica {
         if max == 0 {
             return Ok(0);
         }
-        let cached: Vec<RawEvent> = {
-            let mut ahead = lock(&self.read_ahead);
-            match ahead.get_mut(task_id) {
-                Some(q) if q.front().is_some_and(|e| e.seq() == from) => {
-                    let n = q.len().min(max);
-                    let taken: Vec<RawEvent> = q.drain(..n).collect();
-                    if q.is_empty() {
-                        ahead.remove(task_id);
-                    }
-                    taken
-                }
-                _ => Vec::new(),
+        let mut cached = Vec::new();
+        self.cache.read(task_id, from, max, &mut cached);
+        if !cached.is_empty() {
+            let n = cached.len();
+            for e in cached {
+                push(e);
             }
-        };
-        let mut n = cached.len();
-        let mut next = from;
-        for e in cached {
-            next = e.seq().next().unwrap_or(next);
-            push(e);
-        }
-        if n == max {
             return Ok(n);
         }
-        let want = max - n;
-        let fetch = want.max(READ_AHEAD);
+        let fetch = if self.cache.enabled() {
+            max.max(READ_AHEAD)
+        } else {
+            max
+        };
         let limit = i64::try_from(fetch).unwrap_or(i64::MAX);
+        let from_i = i64_of(from);
         let rows = self.with("cannot read events", false, |c| {
-            // A bounded range of the primary key (whatever the table's statistics say). No
-            // row below the task's floor is ever visible: the floor moves before the rows
-            // below it go, which go lowest first.
-            c.query(
-                "SELECT seq, type, payload, at FROM taskstream_events \
-                 WHERE task_id = $1 AND seq >= $2 AND seq < $2 + $3 ORDER BY seq",
-                &[&task_id, &i64_of(next), &limit],
-            )
+            // No row below the task's floor is ever visible for long: the floor moves before
+            // the rows below it go, which go lowest first (and the caller decided from the
+            // floor before it read).
+            let st = c.prep(READ_EVENTS)?;
+            c.query(&st, &[&task_id, &from_i, &limit])
         })?;
-        let mut expected = next;
-        let mut extra = std::collections::VecDeque::new();
+        let mut n = 0;
+        let mut expected = from;
+        let mut keep = Vec::with_capacity(if self.cache.enabled() { rows.len() } else { 0 });
         for r in &rows {
             let seq = seq_of(r.get(0))?;
             if seq != expected {
@@ -946,29 +1022,24 @@ impl Replica {
             let event_type: &str = r.get(1);
             let payload: &str = r.get(2);
             let at: i64 = r.get(3);
-            let e = RawEvent::copied(
-                seq,
-                Millis(u64::try_from(at).unwrap_or(0)),
-                event_type,
-                payload.as_bytes(),
-            );
+            let at = Millis(u64::try_from(at).unwrap_or(0));
+            let c = Cached::new(at, event_type, payload.as_bytes());
             if n < max {
-                push(e);
+                push(RawEvent::shared(seq, at, c.bytes.clone(), c.type_len));
                 n += 1;
-            } else {
-                extra.push_back(e);
+            }
+            if self.cache.enabled() {
+                keep.push(c);
             }
             match seq.next() {
                 Some(s) => expected = s,
                 None => break,
             }
         }
-        if !extra.is_empty() {
-            let mut ahead = lock(&self.read_ahead);
-            if ahead.len() >= READ_AHEAD_TASKS {
-                ahead.clear();
-            }
-            ahead.insert(task_id.to_owned(), extra);
+        if !keep.is_empty() {
+            // The floor is not known here (0 raises nothing): the entry keeps the highest
+            // floor this replica saw, and the next lookup raises it.
+            self.cache.insert(task_id, 0, from_i, keep);
         }
         Ok(n)
     }
@@ -1108,7 +1179,7 @@ impl Replica {
         let Some(lane) = self.lanes.get(lane) else {
             return;
         };
-        let mut client: Option<Client> = None;
+        let mut client: Option<Conn> = None;
         loop {
             let (batch, tasks) = {
                 let mut p = lock(&lane.pipe);
@@ -1168,7 +1239,7 @@ impl Replica {
             };
             let outcome = self.commit_batch(&mut client, &batch, &tasks);
             let mut wrote = false;
-            let replies: Vec<_> = {
+            let (replies, mut committed): (Vec<_>, _) = {
                 let mut p = lock(&lane.pipe);
                 let mut freed = 0;
                 for t in &tasks {
@@ -1190,6 +1261,7 @@ impl Replica {
                         wrote = true;
                     }
                 }
+                let mut committed: HashMap<String, (i64, Vec<Cached>)> = HashMap::new();
                 let replies = batch
                     .into_iter()
                     .filter_map(|j| {
@@ -1198,12 +1270,28 @@ impl Replica {
                             None | Some(Verdict::Committed) => Ok(()),
                             Some(Verdict::Refused(r)) => Err(r.to_error()),
                         };
+                        if r.is_ok() && self.cache.enabled() {
+                            let c = Cached::new(j.at, &j.event_type, j.payload.as_bytes());
+                            match committed.get_mut(&j.task_id) {
+                                Some((_, v)) => v.push(c),
+                                None => {
+                                    committed.insert(j.task_id, (j.seq, vec![c]));
+                                }
+                            }
+                        }
                         j.reply.map(|tx| (tx, r))
                     })
                     .collect();
                 p.bytes = p.bytes.saturating_sub(freed);
-                replies
+                (replies, committed)
             };
+            // Only what committed (the tasks whose row the statement moved), before anyone
+            // is told: a reader woken next finds it here.
+            for t in &tasks {
+                if let Some((from, events)) = committed.remove(&t.task_id) {
+                    self.cache.insert(&t.task_id, t.floor, from, events);
+                }
+            }
             lane.cond.notify_all();
             for (tx, r) in replies {
                 let _ = tx.send(r);
@@ -1220,7 +1308,7 @@ impl Replica {
     /// Returns the tasks whose appends did not commit, with why.
     fn commit_batch(
         &self,
-        client: &mut Option<Client>,
+        client: &mut Option<Conn>,
         batch: &[Job],
         tasks: &[TaskSpan],
     ) -> HashMap<String, Verdict> {
@@ -1228,9 +1316,9 @@ impl Replica {
         let mut backoff = Duration::from_millis(50);
         let mut last_error = String::new();
         loop {
-            if client.as_ref().is_none_or(Client::is_closed) {
+            if client.as_ref().is_none_or(|c| c.is_closed()) {
                 match self.connect() {
-                    Ok(c) => *client = Some(c),
+                    Ok(c) => *client = Some(Conn::new(c)),
                     Err(e) => last_error = e.to_string(),
                 }
             }
@@ -1262,7 +1350,7 @@ impl Replica {
     /// wakes the other replicas. Returns the ids of the tasks whose row moved.
     fn try_batch(
         &self,
-        c: &mut Client,
+        c: &mut Conn,
         batch: &[Job],
         tasks: &[TaskSpan],
     ) -> Result<HashSet<String>, postgres::Error> {
@@ -1302,8 +1390,9 @@ impl Replica {
             e_payload.push(j.payload.as_str());
             e_at.push(millis_i64(j.at));
         }
+        let st = c.prep(APPEND_BATCH)?;
         let rows = c.query(
-            APPEND_BATCH,
+            &st,
             &[
                 &d_task,
                 &d_expect,
@@ -1326,7 +1415,7 @@ impl Replica {
     /// retry of a batch that committed: accepted).
     fn classify(
         &self,
-        c: &mut Client,
+        c: &mut Conn,
         tasks: &[TaskSpan],
         accepted: &HashSet<String>,
     ) -> HashMap<String, Verdict> {
@@ -1401,6 +1490,9 @@ impl Replica {
                 }
             };
             backoff = Duration::from_millis(100);
+            // Notifications may have been missed while the listener was away, a retention
+            // notice among them.
+            self.cache.clear();
             self.changes.notify();
             while !self.stop.load(Ordering::SeqCst) {
                 let mut failed = false;
@@ -1410,7 +1502,13 @@ impl Replica {
                     loop {
                         match it.next() {
                             // Rung at once: a reader waits on every notification.
-                            Ok(Some(_)) => self.changes.notify(),
+                            Ok(Some(n)) => {
+                                if n.payload() == RETENTION_NOTICE {
+                                    // Floors moved elsewhere: nothing cached is trusted.
+                                    self.cache.clear();
+                                }
+                                self.changes.notify();
+                            }
                             Ok(None) => break,
                             Err(_) => {
                                 failed = true;
@@ -1540,6 +1638,9 @@ impl Replica {
                     &[&ids],
                 )
             })?;
+            for id in &ids {
+                self.cache.forget(id);
+            }
             loop {
                 let n = self.with("cannot apply retention", true, |c| {
                     c.execute(
@@ -1591,6 +1692,7 @@ impl Replica {
                 )?;
                 Ok(floor)
             })?;
+            self.cache.raise_floor(id, floor);
             let mut lo = old_floor;
             while lo < floor {
                 let hi = floor.min(lo.saturating_add(SWEEP_CHUNK));
@@ -1612,11 +1714,11 @@ impl Replica {
     }
 
     /// Rings the change signal here and, by `NOTIFY`, on every other replica (after a
-    /// sweep: events read ahead are dropped too).
+    /// sweep that moved floors: every replica drops its cache of events).
     fn notify_all_replicas(&self) {
-        lock(&self.read_ahead).clear();
+        self.cache.clear();
         let _ = self.with("cannot notify", true, |c| {
-            c.execute("SELECT pg_notify('taskstream', '')", &[])
+            c.execute("SELECT pg_notify('taskstream', $1)", &[&RETENTION_NOTICE])
         });
         self.changes.notify();
     }

@@ -30,6 +30,9 @@ enum Bytes {
     Index(bytes::Bytes),
     /// Type then payload, copied out of a read cache.
     Copied(Box<[u8]>),
+    /// Type then payload, shared with a cache that keeps them (a clone is a reference count).
+    #[cfg_attr(not(feature = "postgres"), allow(dead_code))]
+    Shared(bytes::Bytes),
 }
 
 impl Bytes {
@@ -37,6 +40,7 @@ impl Bytes {
         match self {
             Bytes::Index(v) => v,
             Bytes::Copied(b) => b,
+            Bytes::Shared(b) => b,
         }
     }
 }
@@ -90,6 +94,21 @@ impl RawEvent {
             bytes: Bytes::Copied(bytes.into_boxed_slice()),
             event_type: 0..event_type.len(),
             payload: event_type.len()..event_type.len() + payload.len(),
+        }
+    }
+
+    /// An event whose type then payload are `bytes` (`type_len` bytes of type), shared with
+    /// whoever else holds them.
+    #[cfg_attr(not(feature = "postgres"), allow(dead_code))]
+    pub(crate) fn shared(seq: Seq, at: Millis, bytes: bytes::Bytes, type_len: usize) -> RawEvent {
+        let type_len = type_len.min(bytes.len());
+        let len = bytes.len();
+        RawEvent {
+            seq,
+            at,
+            bytes: Bytes::Shared(bytes),
+            event_type: 0..type_len,
+            payload: type_len..len,
         }
     }
 

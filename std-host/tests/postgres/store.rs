@@ -38,23 +38,30 @@ fn record(id: &str) -> TaskRecord {
     }
 }
 
+/// Every event from `from` on, reading again after a short read (a read may hand fewer than
+/// are there) until a read hands none.
 fn read_all(store: &dyn TaskStore, id: &str, from: u64) -> Vec<(u64, String, String)> {
-    let mut out = Vec::new();
-    store
-        .read_raw_from(
-            id,
-            Seq::new(from).expect("seq"),
-            1000,
-            &mut |e: RawEvent| {
-                out.push((
-                    e.seq().get(),
-                    e.event_type().to_owned(),
-                    String::from_utf8_lossy(e.payload()).into_owned(),
-                ));
-            },
-        )
-        .expect("read");
-    out
+    let mut out: Vec<(u64, String, String)> = Vec::new();
+    loop {
+        let next = out.last().map_or(from, |e| e.0 + 1);
+        let n = store
+            .read_raw_from(
+                id,
+                Seq::new(next).expect("seq"),
+                1000,
+                &mut |e: RawEvent| {
+                    out.push((
+                        e.seq().get(),
+                        e.event_type().to_owned(),
+                        String::from_utf8_lossy(e.payload()).into_owned(),
+                    ));
+                },
+            )
+            .expect("read");
+        if n == 0 {
+            return out;
+        }
+    }
 }
 
 fn range(store: &dyn TaskStore, id: &str) -> (u64, u64) {
@@ -202,6 +209,7 @@ fn the_storage_interface_holds_on_a_data_dir_and_on_postgresql() {
         lease_timeout: Duration::from_secs(60),
         pool_size: taskstream_store::pg::DEFAULT_POOL_SIZE,
         writers: taskstream_store::pg::DEFAULT_WRITERS,
+        cache_bytes: taskstream_store::pg::DEFAULT_CACHE_BYTES,
     })
     .expect("open");
     contract(&store);
@@ -214,6 +222,7 @@ fn open(url: &str, lease_timeout: Duration) -> PgStore {
         lease_timeout,
         pool_size: taskstream_store::pg::DEFAULT_POOL_SIZE,
         writers: taskstream_store::pg::DEFAULT_WRITERS,
+        cache_bytes: taskstream_store::pg::DEFAULT_CACHE_BYTES,
     })
     .expect("open")
 }
@@ -304,4 +313,117 @@ fn racing_writers_and_a_lease_taken_over_never_duplicate_or_gap() {
         a.append("race", "dev.taskstream.tick", b"{}", NOW),
         Err(AppendError::Terminal)
     ));
+}
+
+/// The replica's cache of committed events: a read never hands out an event below the floor
+/// the task's row says (the lookup the server decides `events_gone` from raises it, on a
+/// replica whose cache held the dropped events too), and never one that did not commit (a
+/// deposed writer's late append takes the seq another replica's end committed; the old
+/// owner then reads that end, as every replica does).
+#[test]
+fn the_cache_serves_nothing_below_the_floor_and_nothing_uncommitted() {
+    if !cluster::enabled() {
+        return;
+    }
+    let pg = Cluster::start();
+    let url = pg.db("cache");
+    let open_with = |cache_bytes: usize| {
+        PgStore::open(PgConfig {
+            url: url.clone(),
+            retention: RetentionPolicy {
+                max_events: 10,
+                retain_from_checkpoint: true,
+                ..RetentionPolicy::DEFAULT
+            },
+            lease_timeout: Duration::from_secs(60),
+            pool_size: taskstream_store::pg::DEFAULT_POOL_SIZE,
+            writers: taskstream_store::pg::DEFAULT_WRITERS,
+            cache_bytes,
+        })
+        .expect("open")
+    };
+    let a = open_with(taskstream_store::pg::DEFAULT_CACHE_BYTES);
+    let b = open_with(taskstream_store::pg::DEFAULT_CACHE_BYTES);
+    // No cache: every read goes to the database, the reference.
+    let plain = open_with(0);
+    a.create_task(record("c"), NOW).expect("create");
+    for i in 1..=30u32 {
+        let seq = a
+            .append(
+                "c",
+                "dev.taskstream.tick",
+                format!(r#"{{"i":{i}}}"#).as_bytes(),
+                NOW,
+            )
+            .expect("append");
+        assert_eq!(seq.get(), u64::from(i));
+    }
+    // The count limit moved the floor to 21 as the writer committed.
+    assert_eq!(range(&a, "c"), (21, 31));
+    assert!(a.cache_usage().bytes > 0, "the writer filled its cache");
+    assert!(read_all(&a, "c", 0).is_empty(), "nothing below the floor");
+    assert!(read_all(&a, "c", 20).is_empty(), "nothing below the floor");
+    let a_tail = read_all(&a, "c", 21);
+    assert_eq!(a_tail.len(), 10);
+    assert_eq!(
+        a_tail,
+        read_all(&plain, "c", 21),
+        "the cache holds what committed"
+    );
+    // B reads the tail from the database and caches it.
+    assert_eq!(read_all(&b, "c", 21), a_tail);
+    assert!(b.cache_usage().bytes > 0, "the read filled B's cache");
+
+    // A checkpoint on A drops everything before it. B's cache still holds 21..30, but B's
+    // lookup of the row (which the server decides from) raises B's floor first.
+    let cp = a
+        .append(
+            "c",
+            "dev.taskstream.checkpoint",
+            br#"{"coversThrough":30,"state":{}}"#,
+            NOW,
+        )
+        .expect("checkpoint");
+    assert_eq!(cp.get(), 31);
+    assert_eq!(range(&b, "c"), (31, 32));
+    for from in [21, 25, 30] {
+        assert!(
+            read_all(&b, "c", from).is_empty(),
+            "B below the floor from {from}"
+        );
+        assert!(
+            read_all(&a, "c", from).is_empty(),
+            "A below the floor from {from}"
+        );
+    }
+    assert_eq!(read_all(&b, "c", 31), read_all(&plain, "c", 31));
+    assert_eq!(read_all(&a, "c", 31), read_all(&plain, "c", 31));
+
+    // B ends the task (a cancellation through another replica): its terminal event takes
+    // seq 32, the seq A's head would give its next append. A's late append is refused by
+    // the database, and never served from A's cache in place of B's event.
+    assert_eq!(
+        b.finish("c", TaskStatus::Cancelled, None, None, None, NOW)
+            .expect("finish")
+            .get(),
+        32
+    );
+    let late = a.emit("c", "dev.taskstream.tick", br#"{"late":true}"#, NOW);
+    if let Ok(seq) = late {
+        assert_eq!(seq.get(), 32, "A's head");
+    }
+    assert!(matches!(
+        a.append("c", "dev.taskstream.tick", br#"{"late":true}"#, NOW),
+        Err(AppendError::Terminal)
+    ));
+    let reference = read_all(&plain, "c", 31);
+    assert_eq!(reference.len(), 2);
+    assert!(reference[1].2.contains("cancelled"), "{reference:?}");
+    for (name, store) in [("A", &a), ("B", &b)] {
+        let got = read_all(store, "c", 31);
+        assert_eq!(got, reference, "replica {name}");
+        assert!(!got.iter().any(|e| e.2.contains("late")), "replica {name}");
+    }
+    // A budget of 0 holds nothing.
+    assert_eq!(plain.cache_usage().bytes, 0);
 }
