@@ -79,6 +79,7 @@
 pub mod config;
 pub mod connect;
 pub mod log;
+pub mod otel;
 pub mod tool;
 mod workloads;
 

@@ -115,10 +115,11 @@ impl Metrics {
 pub(crate) struct OpenStream(crate::follow::Follower);
 
 impl OpenStream {
-    /// Counts a stream of `task_id` that starts at seq `start` as open until this is dropped.
-    pub(crate) fn new(task_id: &str, start: u64) -> OpenStream {
+    /// Counts a stream of `task_id` that starts at seq `start` as open until this is dropped;
+    /// `spans` (its trace spans) end with it.
+    pub(crate) fn new(task_id: &str, start: u64, spans: crate::otel::StreamSpans) -> OpenStream {
         METRICS.streams_open.fetch_add(1, Ordering::Relaxed);
-        OpenStream(crate::follow::Follower::new(task_id, start))
+        OpenStream(crate::follow::Follower::new(task_id, start, spans))
     }
 
     /// The frame carrying `seq` was written to the client (for its lag).
@@ -155,6 +156,8 @@ impl TaskStore for Metered {
         self.0.is_shared()
     }
     fn create_task(&self, record: TaskRecord, now: Millis) -> Result<(), AppendError> {
+        let span = crate::otel::append("create", &record.task_id, "", self.0.kind());
+        let _in_span = span.enter();
         self.0.create_task(record, now)?;
         // Its first event: the `working` status.
         METRICS.appended("", 0);
@@ -179,7 +182,10 @@ impl TaskStore for Metered {
         payload: &[u8],
         now: Millis,
     ) -> Result<Seq, AppendError> {
+        let span = crate::otel::append("append", task_id, event_type, self.0.kind());
+        let _in_span = span.enter();
         let seq = self.0.append(task_id, event_type, payload, now)?;
+        crate::otel::appended(&span, seq.get());
         METRICS.appended(event_type, payload.len());
         Ok(seq)
     }
@@ -190,7 +196,10 @@ impl TaskStore for Metered {
         payload: &[u8],
         now: Millis,
     ) -> Result<Seq, AppendError> {
+        let span = crate::otel::append("emit", task_id, event_type, self.0.kind());
+        let _in_span = span.enter();
         let seq = self.0.emit(task_id, event_type, payload, now)?;
+        crate::otel::appended(&span, seq.get());
         METRICS.appended(event_type, payload.len());
         Ok(seq)
     }
@@ -203,9 +212,12 @@ impl TaskStore for Metered {
         error: Option<serde_json::Value>,
         now: Millis,
     ) -> Result<Seq, AppendError> {
+        let span = crate::otel::append("finish", task_id, status.as_str(), self.0.kind());
+        let _in_span = span.enter();
         let seq = self
             .0
             .finish(task_id, status, message, result, error, now)?;
+        crate::otel::appended(&span, seq.get());
         METRICS.appended("", 0);
         Ok(seq)
     }
