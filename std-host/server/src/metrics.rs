@@ -248,6 +248,9 @@ impl TaskStore for Metered {
     fn pool(&self) -> Option<(usize, usize)> {
         self.0.pool()
     }
+    fn replica(&self) -> Option<taskstream_store::stats::ReplicaStats> {
+        self.0.replica()
+    }
 }
 
 /// The upper bounds of `taskstream_stream_lag_events`' buckets (events).
@@ -532,6 +535,36 @@ impl prometheus_client::collector::Collector for Scrape {
                 None,
                 n(size),
             )?;
+        }
+        if let Some(r) = store.replica() {
+            gauge(
+                &mut enc,
+                "taskstream_leases_held",
+                "Running tasks this replica writes and holds the lease of (PostgreSQL).",
+                None,
+                i64::try_from(r.leases_held).unwrap_or(i64::MAX),
+            )?;
+            Hist {
+                h: r.batch_events,
+                divisor: 1.0,
+            }
+            .encode(enc.encode_descriptor(
+                "taskstream_postgres_commit_batch_events",
+                "Events per batch the PostgreSQL writers committed.",
+                None,
+                MetricType::Histogram,
+            )?)?;
+            Hist {
+                h: r.commit_micros,
+                divisor: 1e6,
+            }
+            .encode(enc.encode_descriptor(
+                "taskstream_postgres_commit",
+                "Per batch, from a PostgreSQL writer taking it to its COMMIT returning \
+                 (retries included).",
+                Some(&Unit::Seconds),
+                MetricType::Histogram,
+            )?)?;
         }
         gauge(
             &mut enc,
