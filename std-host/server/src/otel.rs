@@ -3,7 +3,7 @@
 //! OTLP/HTTP (protobuf) when an endpoint is set — `--otlp-endpoint URL`, or the standard
 //! `OTEL_EXPORTER_OTLP_ENDPOINT` / `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT` — and off otherwise.
 //!
-//! The spans have their own target ([`TARGET`]), which the stderr log never shows: with no
+//! The spans have their own target (`taskstream::trace`), which the stderr log never shows: with no
 //! endpoint no layer is interested in them, so each span site costs one cached check and
 //! there is no exporter and no thread. A request's `_meta` may carry W3C trace context
 //! (`traceparent`, `tracestate`); its span is then a child of the client's.
@@ -63,7 +63,7 @@ pub fn take_endpoint(args: &mut Vec<OsString>) -> Result<Option<Endpoint>, Strin
     Ok(None)
 }
 
-/// Where [`init`] exports spans.
+/// Where the exporter ([`crate::log::init_traced`]) sends spans.
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum Endpoint {
