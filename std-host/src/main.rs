@@ -20,7 +20,9 @@ use taskstream_server::store::{Store, StoreConfig};
                   $TASKSTREAM_LOG_FORMAT, else text) writes stderr logs as text or as one JSON \
                   object a line; what is logged is $TASKSTREAM_LOG (error, warn, info, debug, \
                   trace, off, or RUST_LOG-style directives such as taskstream=debug; default \
-                  info)."
+                  info). Traces: with any command, --otlp-endpoint URL (default: the standard \
+                  $OTEL_EXPORTER_OTLP_ENDPOINT; none: off) exports OpenTelemetry spans of \
+                  requests, appends, streams and replays over OTLP/HTTP to URL/v1/traces."
 )]
 struct Cli {
     #[command(subcommand)]
@@ -66,9 +68,11 @@ enum Subcommand {
 fn main() -> ExitCode {
     use clap::Parser as _;
     let mut args: Vec<OsString> = std::env::args_os().collect();
-    match taskstream_server::log::take_format(&mut args) {
-        Ok(format) => taskstream_server::log::init(format),
-        Err(e) => {
+    let format = taskstream_server::log::take_format(&mut args);
+    let otlp = taskstream_server::otel::take_endpoint(&mut args);
+    match (format, otlp) {
+        (Ok(format), Ok(otlp)) => taskstream_server::log::init_traced(format, otlp.as_ref()),
+        (Err(e), _) | (_, Err(e)) => {
             eprintln!("taskstream: {e}");
             return ExitCode::from(2);
         }
@@ -85,7 +89,7 @@ fn main() -> ExitCode {
         print!("{}", Cli::command().render_help());
         return ExitCode::SUCCESS;
     };
-    match command {
+    let code = match command {
         Subcommand::Serve(w) => serve(w.args.into_iter()),
         Subcommand::Connect(w) => taskstream_server::connect::main(w.args.into_iter()),
         Subcommand::Gateway(w) => taskstream_gateway::main(w.args.into_iter()),
@@ -93,7 +97,10 @@ fn main() -> ExitCode {
         Subcommand::Conformance(w) => conformance(w.args.into_iter()),
         Subcommand::ConformanceServer(w) => conformance_server(w.args.into_iter()),
         Subcommand::Repair(w) => repair(w.args.into_iter()),
-    }
+    };
+    // The spans still buffered, exported before the process exits (after a SIGTERM's drain).
+    taskstream_server::otel::shutdown();
+    code
 }
 
 /// `taskstream conformance [OPTIONS] -- CMD [ARGS...]` (or `--url URL`): the black-box suite

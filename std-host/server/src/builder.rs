@@ -243,25 +243,33 @@ impl ServerBuilder {
 
     /// The whole `main` of a server: takes `serve`'s options from the process's arguments,
     /// prints help or a bad option's error, serves, and says how it ended. It installs the
-    /// stderr log subscriber first ([`crate::log::init`]; `--log-format text|json`).
+    /// stderr log subscriber first ([`crate::log::init`]; `--log-format text|json`), with
+    /// OpenTelemetry traces when `--otlp-endpoint URL` or `OTEL_EXPORTER_OTLP_ENDPOINT` is set
+    /// ([`crate::otel`]), flushed when the server has stopped.
     pub fn main(self) -> ExitCode {
         let program = std::env::args().next().unwrap_or_else(|| self.name.clone());
         let mut args: Vec<std::ffi::OsString> = std::env::args_os().skip(1).collect();
-        match crate::log::take_format(&mut args) {
-            Ok(format) => crate::log::init(format),
-            Err(e) => {
+        let format = crate::log::take_format(&mut args);
+        let otlp = crate::otel::take_endpoint(&mut args);
+        match (format, otlp) {
+            (Ok(format), Ok(otlp)) => crate::log::init_traced(format, otlp.as_ref()),
+            (Err(e), _) | (_, Err(e)) => {
                 eprintln!("{program}: {e}");
                 return ExitCode::from(2);
             }
         }
         match self.args(args) {
-            Ok(b) => match b.serve() {
-                Ok(()) => ExitCode::SUCCESS,
-                Err(e) => {
-                    eprintln!("{program}: {e}");
-                    ExitCode::FAILURE
+            Ok(b) => {
+                let served = b.serve();
+                crate::otel::shutdown();
+                match served {
+                    Ok(()) => ExitCode::SUCCESS,
+                    Err(e) => {
+                        eprintln!("{program}: {e}");
+                        ExitCode::FAILURE
+                    }
                 }
-            },
+            }
             Err(ArgsError::Help) => {
                 print!("{}", config::serve_help());
                 ExitCode::SUCCESS

@@ -4,7 +4,7 @@
 //!
 //! Each open `tasks/stream` holds a [`Follower`] (inside its [`OpenStream`](crate::metrics::OpenStream)),
 //! registered here for as long as it lives. The delivery thread records each frame it writes
-//! with one relaxed atomic store ([`Follower::delivered`]); everything else is read only when
+//! with a relaxed atomic store and load ([`Follower::delivered`]; the load ends the stream's replay span, [`crate::otel`], when it has one); everything else is read only when
 //! the page or a scrape asks.
 
 use std::collections::HashMap;
@@ -18,6 +18,26 @@ struct Entry {
     task_id: String,
     /// The next seq this stream will deliver (its start, then one past each frame written).
     next: AtomicU64,
+    /// The seq after the stream's replay while its replay span is open (0: none open).
+    replay_end: AtomicU64,
+    /// The stream's trace spans: the stream's ends when the entry does, the replay's when
+    /// its last event is delivered.
+    spans: Mutex<crate::otel::StreamSpans>,
+}
+
+impl Entry {
+    /// The frame carrying `seq` was written; the replay's span ends with its last event.
+    fn delivered(&self, seq: u64) {
+        self.next.store(seq + 1, Ordering::Relaxed);
+        let end = self.replay_end.load(Ordering::Relaxed);
+        if end != 0 && seq + 1 >= end {
+            self.replay_end.store(0, Ordering::Relaxed);
+            self.spans
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .replay = None;
+        }
+    }
 }
 
 /// The open streams of the process, by a registration number.
@@ -46,10 +66,13 @@ pub(crate) struct Follower {
 
 impl Follower {
     /// Registers a stream of `task_id` whose first frame will carry seq `start`.
-    pub(crate) fn new(task_id: &str, start: u64) -> Follower {
+    pub(crate) fn new(task_id: &str, start: u64, spans: crate::otel::StreamSpans) -> Follower {
+        let replay_end = spans.replay.as_ref().map_or(0, |(_, end)| *end);
         let entry = Arc::new(Entry {
             task_id: task_id.to_owned(),
             next: AtomicU64::new(start),
+            replay_end: AtomicU64::new(replay_end),
+            spans: Mutex::new(spans),
         });
         let id = with_registry(|r| {
             let id = r.next_id;
@@ -62,7 +85,7 @@ impl Follower {
 
     /// The frame carrying `seq` was written to the client.
     pub(crate) fn delivered(&self, seq: u64) {
-        self.entry.next.store(seq + 1, Ordering::Relaxed);
+        self.entry.delivered(seq);
     }
 
     /// A handle that records deliveries of this stream from wherever its frames are written.
@@ -78,7 +101,7 @@ pub(crate) struct Delivery(Arc<Entry>);
 impl Delivery {
     /// The frame carrying `seq` was written to the client.
     pub(crate) fn delivered(&self, seq: u64) {
-        self.0.next.store(seq + 1, Ordering::Relaxed);
+        self.0.delivered(seq);
     }
 }
 
@@ -111,7 +134,7 @@ mod tests {
     #[test]
     fn a_follower_is_listed_while_it_lives_with_what_it_delivered() {
         let task = "follow-test-task-a";
-        let f = Follower::new(task, 3);
+        let f = Follower::new(task, 3, crate::otel::StreamSpans::none());
         let mine = |s: Vec<(String, u64)>| {
             s.into_iter()
                 .filter(|(t, _)| t == task)

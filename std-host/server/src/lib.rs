@@ -42,6 +42,7 @@
 //! | [`config`] | the options of `taskstream serve` ([`config::ServeConfig`]) |
 //! | [`connect`] | `taskstream connect`: the stdio relay to a data dir's long-lived server |
 //! | [`log`] | the stderr subscriber of the binaries (text or JSON) |
+//! | [`otel`] | OpenTelemetry traces over OTLP/HTTP: `--otlp-endpoint`, the flush at exit |
 //! | [`store`] | the crate [`taskstream_store`], re-exported: tasks and their event logs |
 //! | `workloads` | `taskstream serve`'s own tools (`emit`, `run_trace`), on [`tool`]; its [`trace`]s are public |
 //!
@@ -51,7 +52,7 @@
 //!
 //! | floor | modules | owns |
 //! | --- | --- | --- |
-//! | the ground | `wire` (`era`, `task`), `io`, `metrics`, `signal`, `error`, [`config`], [`log`], `guard`, `cancel`, `heap`, `input` | pure functions of bytes and values (errors, the eras and their codecs, a task on the wire), the line framing and the one output writer, counters, small state that knows no server |
+//! | the ground | `wire` (`era`, `task`), `io`, `metrics`, [`otel`], `signal`, `error`, [`config`], [`log`], `guard`, `cancel`, `heap`, `input` | pure functions of bytes and values (errors, the eras and their codecs, a task on the wire), the line framing and the one output writer, counters, small state that knows no server |
 //! | the tool API | [`tool`], `workloads`, `tools` | the public tool API and `serve`'s own tools |
 //! | the process | `process` ([`Process`]) | what lives as long as the process: the store handle, tasks and their threads, the sweep, the step workers; it sees a connection only as a `Peer` |
 //! | the engine | `engine` ([`Connection`]) | one connection's state, split by lifetime (the process's handles, the connection's own, one entry per stream), and its decisions: dispatch, Tasks, `tasks/stream`, plain calls, delivery |
@@ -79,6 +80,7 @@
 pub mod config;
 pub mod connect;
 pub mod log;
+pub mod otel;
 pub mod tool;
 mod workloads;
 

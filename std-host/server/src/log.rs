@@ -94,6 +94,16 @@ fn filter(value: Option<&std::ffi::OsStr>) -> Result<EnvFilter, String> {
 /// program already has one (then this does nothing). A `TASKSTREAM_LOG` that is not a filter
 /// is reported as the first log line, and `info` is used.
 pub fn init(format: LogFormat) {
+    init_traced(format, None);
+}
+
+/// [`init`], and with `otlp`, OpenTelemetry traces exported there too ([`crate::trace`]; flush
+/// them with [`crate::otel::shutdown`] before the program exits). An exporter that cannot be
+/// built is reported as a log line, and the server runs without traces.
+pub fn init_traced(format: LogFormat, otlp: Option<&crate::otel::Endpoint>) {
+    use tracing_subscriber::layer::{Layer as _, SubscriberExt as _};
+    use tracing_subscriber::util::SubscriberInitExt as _;
+    type Boxed = Box<dyn tracing_subscriber::Layer<tracing_subscriber::Registry> + Send + Sync>;
     let (filter, refused) = match filter(std::env::var_os("TASKSTREAM_LOG").as_deref()) {
         Ok(f) => (f, None),
         Err(e) => (
@@ -103,18 +113,34 @@ pub fn init(format: LogFormat) {
             Some(e),
         ),
     };
-    let builder = tracing_subscriber::fmt()
-        .with_writer(std::io::stderr)
-        .with_env_filter(filter)
-        .with_ansi(false);
-    let installed = match format {
-        LogFormat::Text => builder.try_init(),
-        LogFormat::Json => builder.json().try_init(),
+    // The trace spans are the exporter's, never log lines (nor their context).
+    let filter = match format!("{}=off", crate::otel::TARGET).parse() {
+        Ok(d) => filter.add_directive(d),
+        Err(_) => filter,
     };
+    let fmt = tracing_subscriber::fmt::layer()
+        .with_writer(std::io::stderr)
+        .with_ansi(false);
+    let fmt: Boxed = match format {
+        LogFormat::Text => fmt.with_filter(filter).boxed(),
+        LogFormat::Json => fmt.json().with_filter(filter).boxed(),
+    };
+    let mut layers = vec![fmt];
+    let mut failed = None;
+    if let Some(endpoint) = otlp {
+        match crate::otel::layer(endpoint) {
+            Ok(l) => layers.push(l.boxed()),
+            Err(e) => failed = Some(e),
+        }
+    }
+    let installed = tracing_subscriber::registry().with(layers).try_init();
     // An error means a subscriber is already installed: the embedder's choice stands.
     if installed.is_ok() {
         if let Some(e) = refused {
             tracing::warn!(target: "taskstream", "TASKSTREAM_LOG ignored, logging at info: {e}");
+        }
+        if let Some(e) = failed {
+            tracing::error!(target: "taskstream", "traces off: {e}");
         }
     }
 }

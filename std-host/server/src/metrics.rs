@@ -115,10 +115,11 @@ impl Metrics {
 pub(crate) struct OpenStream(crate::follow::Follower);
 
 impl OpenStream {
-    /// Counts a stream of `task_id` that starts at seq `start` as open until this is dropped.
-    pub(crate) fn new(task_id: &str, start: u64) -> OpenStream {
+    /// Counts a stream of `task_id` that starts at seq `start` as open until this is dropped;
+    /// `spans` (its trace spans) end with it.
+    pub(crate) fn new(task_id: &str, start: u64, spans: crate::otel::StreamSpans) -> OpenStream {
         METRICS.streams_open.fetch_add(1, Ordering::Relaxed);
-        OpenStream(crate::follow::Follower::new(task_id, start))
+        OpenStream(crate::follow::Follower::new(task_id, start, spans))
     }
 
     /// The frame carrying `seq` was written to the client (for its lag).
@@ -155,6 +156,8 @@ impl TaskStore for Metered {
         self.0.is_shared()
     }
     fn create_task(&self, record: TaskRecord, now: Millis) -> Result<(), AppendError> {
+        let span = crate::otel::append("create", &record.task_id, "", self.0.kind());
+        let _in_span = span.enter();
         self.0.create_task(record, now)?;
         // Its first event: the `working` status.
         METRICS.appended("", 0);
@@ -179,7 +182,10 @@ impl TaskStore for Metered {
         payload: &[u8],
         now: Millis,
     ) -> Result<Seq, AppendError> {
+        let span = crate::otel::append("append", task_id, event_type, self.0.kind());
+        let _in_span = span.enter();
         let seq = self.0.append(task_id, event_type, payload, now)?;
+        crate::otel::appended(&span, seq.get());
         METRICS.appended(event_type, payload.len());
         Ok(seq)
     }
@@ -190,7 +196,10 @@ impl TaskStore for Metered {
         payload: &[u8],
         now: Millis,
     ) -> Result<Seq, AppendError> {
+        let span = crate::otel::append("emit", task_id, event_type, self.0.kind());
+        let _in_span = span.enter();
         let seq = self.0.emit(task_id, event_type, payload, now)?;
+        crate::otel::appended(&span, seq.get());
         METRICS.appended(event_type, payload.len());
         Ok(seq)
     }
@@ -203,9 +212,12 @@ impl TaskStore for Metered {
         error: Option<serde_json::Value>,
         now: Millis,
     ) -> Result<Seq, AppendError> {
+        let span = crate::otel::append("finish", task_id, status.as_str(), self.0.kind());
+        let _in_span = span.enter();
         let seq = self
             .0
             .finish(task_id, status, message, result, error, now)?;
+        crate::otel::appended(&span, seq.get());
         METRICS.appended("", 0);
         Ok(seq)
     }
@@ -235,6 +247,9 @@ impl TaskStore for Metered {
     }
     fn pool(&self) -> Option<(usize, usize)> {
         self.0.pool()
+    }
+    fn replica(&self) -> Option<taskstream_store::stats::ReplicaStats> {
+        self.0.replica()
     }
 }
 
@@ -520,6 +535,36 @@ impl prometheus_client::collector::Collector for Scrape {
                 None,
                 n(size),
             )?;
+        }
+        if let Some(r) = store.replica() {
+            gauge(
+                &mut enc,
+                "taskstream_leases_held",
+                "Running tasks this replica writes and holds the lease of (PostgreSQL).",
+                None,
+                i64::try_from(r.leases_held).unwrap_or(i64::MAX),
+            )?;
+            Hist {
+                h: r.batch_events,
+                divisor: 1.0,
+            }
+            .encode(enc.encode_descriptor(
+                "taskstream_postgres_commit_batch_events",
+                "Events per batch the PostgreSQL writers committed.",
+                None,
+                MetricType::Histogram,
+            )?)?;
+            Hist {
+                h: r.commit_micros,
+                divisor: 1e6,
+            }
+            .encode(enc.encode_descriptor(
+                "taskstream_postgres_commit",
+                "Per batch, from a PostgreSQL writer taking it to its COMMIT returning \
+                 (retries included).",
+                Some(&Unit::Seconds),
+                MetricType::Histogram,
+            )?)?;
         }
         gauge(
             &mut enc,

@@ -162,4 +162,9 @@ pub trait TaskStore: Send + Sync {
     fn pool(&self) -> Option<(usize, usize)> {
         None
     }
+
+    /// A replica's leases and batch commits, where the store is shared by replicas.
+    fn replica(&self) -> Option<crate::stats::ReplicaStats> {
+        None
+    }
 }

@@ -390,6 +390,9 @@ struct Replica {
     opened: Instant,
     /// Milliseconds after `opened` of the last heartbeat renewal that reached the database.
     renewed: AtomicU64,
+    /// Events per committed batch, and each batch's commit time (for metrics).
+    batch_events: crate::stats::AtomicHistogram,
+    commit_micros: crate::stats::AtomicHistogram,
 }
 
 /// One append queued for the writer, its seq taken.
@@ -516,6 +519,8 @@ impl PgStore {
             stop_signal: (Mutex::new(false), Condvar::new()),
             opened: Instant::now(),
             renewed: AtomicU64::new(0),
+            batch_events: crate::stats::AtomicHistogram::new(&crate::stats::BATCH_BOUNDS),
+            commit_micros: crate::stats::AtomicHistogram::new(&crate::stats::MICROS_BOUNDS),
         });
         let mut client = inner.connect()?;
         migrate(&mut client).map_err(|e| match e {
@@ -1237,7 +1242,11 @@ impl Replica {
                 }
                 (batch, tasks)
             };
+            let started = Instant::now();
             let outcome = self.commit_batch(&mut client, &batch, &tasks);
+            self.commit_micros
+                .record(u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX));
+            self.batch_events.record(batch.len() as u64);
             let mut wrote = false;
             let (replies, mut committed): (Vec<_>, _) = {
                 let mut p = lock(&lane.pipe);
@@ -1768,6 +1777,20 @@ impl TaskStore for PgStore {
         let r = &self.inner;
         let in_use = *lock(&r.in_use.0);
         Some((in_use, r.pool_size))
+    }
+
+    fn replica(&self) -> Option<crate::stats::ReplicaStats> {
+        let r = &self.inner;
+        let leases_held = r
+            .lanes
+            .iter()
+            .map(|l| lock(&l.pipe).heads.len() as u64)
+            .sum();
+        Some(crate::stats::ReplicaStats {
+            leases_held,
+            batch_events: r.batch_events.snapshot(),
+            commit_micros: r.commit_micros.snapshot(),
+        })
     }
 
     fn create_task(&self, record: TaskRecord, now: Millis) -> Result<(), AppendError> {

@@ -14,6 +14,19 @@ pub const MICROS_BOUNDS: [u64; BUCKETS - 1] = [
     100, 250, 500, 1_000, 2_500, 5_000, 10_000, 25_000, 50_000, 100_000, 500_000, 2_500_000,
 ];
 
+/// What a replica sharing a database reports (the PostgreSQL store), read when scraped.
+#[derive(Clone, Debug)]
+#[non_exhaustive]
+pub struct ReplicaStats {
+    /// Tasks this replica holds the lease of now (it writes them: running tasks it started).
+    pub leases_held: u64,
+    /// Events per batch the writers committed.
+    pub batch_events: Histogram,
+    /// Per batch, from the writer taking it to its `COMMIT` returning (retries included), in
+    /// microseconds.
+    pub commit_micros: Histogram,
+}
+
 /// A histogram being recorded (see the module docs).
 #[derive(Debug)]
 pub struct AtomicHistogram {

@@ -15,3 +15,4 @@ mod oauth;
 mod ops;
 mod scale;
 mod status;
+mod traces;

@@ -513,6 +513,81 @@ fn readiness_follows_the_database() {
     wait_for(200);
 }
 
+/// One sample of `/metrics` at `base` (`name` with its labels as written), or `None`.
+async fn sample(base: &str, name: &str) -> Option<f64> {
+    let text = reqwest::get(format!("{base}/metrics"))
+        .await
+        .expect("scrape")
+        .text()
+        .await
+        .expect("body");
+    text.lines()
+        .filter(|l| !l.starts_with('#'))
+        .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.parse().ok())
+}
+
+/// `taskstream_leases_held` counts the running tasks a replica writes (1 on the replica running
+/// one, 0 on the other, 0 once it ended), and the batch commit histograms count every event
+/// the replica committed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn metrics_count_a_replicas_leases_and_batch_commits() {
+    if !cluster::enabled() {
+        return;
+    }
+    let pg = Cluster::start();
+    let url = pg.db("leases");
+    let store = ["--store", url.as_str(), "--lease-timeout", "2"];
+    let a = http_client::Server::start_on(&store, &[]);
+    let b = http_client::Server::start_on(&store, &[]);
+    let (base_a, base_b) = (
+        format!("http://127.0.0.1:{}", a.port),
+        format!("http://127.0.0.1:{}", b.port),
+    );
+    assert_eq!(sample(&base_a, "taskstream_leases_held").await, Some(0.0));
+    let on_a = http_client::Session::open(&a.url, None).await;
+    // Long enough to be scraped while it runs; cancelled below.
+    let task = on_a.emit(100_000, 20).await;
+    assert_eq!(sample(&base_a, "taskstream_leases_held").await, Some(1.0));
+    assert_eq!(sample(&base_b, "taskstream_leases_held").await, Some(0.0));
+    let appended = "taskstream_events_appended_total{store=\"postgres\"}";
+    let deadline = Instant::now() + Duration::from_secs(20);
+    // `working` and two emitted events at least.
+    while sample(&base_a, appended).await.unwrap_or(0.0) < 3.0 {
+        assert!(Instant::now() < deadline, "no events emitted");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let cancelled = on_a.call(9, "tasks/cancel", json!({"taskId": task})).await;
+    assert!(cancelled.get("result").is_some(), "{cancelled}");
+    http_client::wait_status(&on_a, &task, "cancelled").await;
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while sample(&base_a, "taskstream_leases_held").await != Some(0.0) {
+        assert!(Instant::now() < deadline, "the lease was still held");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    // Every emitted event went through one of A's writers' batches (`working` and `cancelled`
+    // are written with the task's row, outside them).
+    let events = sample(&base_a, appended).await.expect("events appended");
+    let batched = sample(&base_a, "taskstream_postgres_commit_batch_events_sum")
+        .await
+        .expect("batch events");
+    let batches = sample(&base_a, "taskstream_postgres_commit_batch_events_count")
+        .await
+        .expect("batches");
+    assert!(
+        batched >= events - 2.0,
+        "{events} events, {batched} in batches"
+    );
+    assert!(batches >= 1.0);
+    assert_eq!(
+        sample(&base_a, "taskstream_postgres_commit_seconds_count").await,
+        Some(batches)
+    );
+    assert_eq!(
+        sample(&base_b, "taskstream_postgres_commit_batch_events_count").await,
+        Some(0.0)
+    );
+}
+
 #[test]
 fn retention_from_checkpoint_on_postgresql_across_replicas_and_a_restart() {
     // CP-03, CP-04, CP-05 on the shared store: the replica that wrote the task, another one,

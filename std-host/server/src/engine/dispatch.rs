@@ -92,6 +92,13 @@ impl ConnectionState {
             Ok(era) => era,
             Err(e) => return self.out.send(&e.line(Some(id))),
         };
+        let span = crate::otel::request(
+            method,
+            crate::otel::era_name(era),
+            self.transport(),
+            &params,
+        );
+        let _in_span = span.enter();
         if self.process.store.has_failed() && method != "ping" {
             // Fail-stop: no new work, and no answer from a store that can no longer record.
             let e = ServerError::Internal(wire::STORAGE_FAILED.into());
@@ -130,7 +137,10 @@ impl ConnectionState {
         match answer {
             Ok(Some(v)) => self.reply(id, era, Ok(v)),
             Ok(None) => {}
-            Err(e) => self.reply(id, era, Err(e)),
+            Err(e) => {
+                span.record("otel.status_code", "ERROR");
+                self.reply(id, era, Err(e));
+            }
         }
     }
 

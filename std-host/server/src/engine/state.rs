@@ -94,6 +94,16 @@ impl ConnectionState {
         }
     }
 
+    /// The transport, as trace spans name it: `lines` (stdio or the data dir's socket, which
+    /// have a delivery thread) or `http`.
+    pub(crate) fn transport(&self) -> &'static str {
+        if self.threaded {
+            "lines"
+        } else {
+            "http"
+        }
+    }
+
     pub(crate) fn streams(&self) -> MutexGuard<'_, Streams> {
         self.streams.lock().unwrap_or_else(PoisonError::into_inner)
     }

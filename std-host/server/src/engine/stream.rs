@@ -60,6 +60,21 @@ impl ConnectionState {
             resume::Resume::Replay { from } | resume::Resume::Live { from } => from.get(),
             resume::Resume::Complete => view.retained.next().get(),
         };
+        let spans = match start {
+            resume::Resume::Replay { from } => crate::otel::StreamSpans::new(
+                task_id,
+                params.after.map(|s| s.get()),
+                from.get(),
+                view.retained.next().get(),
+            ),
+            resume::Resume::Live { from } => crate::otel::StreamSpans::new(
+                task_id,
+                params.after.map(|s| s.get()),
+                from.get(),
+                from.get(),
+            ),
+            resume::Resume::Complete => crate::otel::StreamSpans::none(),
+        };
         let era = match codec {
             Codec::Legacy => rpc::Era::Legacy,
             Codec::Modern => rpc::Era::Modern,
@@ -71,7 +86,7 @@ impl ConnectionState {
             meta: StreamMeta {
                 era,
                 task_id: task_id.to_owned(),
-                open: crate::metrics::OpenStream::new(task_id, first),
+                open: crate::metrics::OpenStream::new(task_id, first, spans),
             },
         })
     }
@@ -130,6 +145,13 @@ impl ConnectionState {
         raw: &[u8],
         held: bool,
     ) -> Result<DetachedStart, ServerError> {
+        let span = crate::otel::request_raw(
+            taskstream_core::rpc::method::TASKS_STREAM,
+            crate::otel::era_name(era),
+            self.transport(),
+            raw,
+        );
+        let _in_span = span.enter();
         self.guarded(|| {
             if self.plain.contains(id) || self.pending().waiters.iter().any(|(_, w)| w == id) {
                 return Err(ServerError::InvalidRequest(
@@ -172,7 +194,10 @@ impl ConnectionState {
                 }
             }
         })
-        .inspect_err(|e| log!(Debug, "tasks/stream {id} refused: {:?}", e.code()))
+        .inspect_err(|e| {
+            span.record("otel.status_code", "ERROR");
+            log!(Debug, "tasks/stream {id} refused: {:?}", e.code());
+        })
     }
 
     /// Whether the connection still holds the detached stream of request `id` (a

@@ -43,7 +43,7 @@ pub(super) async fn serve(State(server): State<Arc<Server>>, request: Request) -
                     .is_some()
                 }));
             if allowed {
-                answer(&server.process, path)
+                answer(&server.process, path).await
             } else {
                 let mut r = plain(
                     StatusCode::UNAUTHORIZED,
@@ -89,13 +89,20 @@ fn plain(status: StatusCode, text: &str) -> Response {
     r
 }
 
-fn answer(process: &Arc<Process>, path: Path) -> Response {
+async fn answer(process: &Arc<Process>, path: Path) -> Response {
     match path {
         Path::Metrics => {
-            let mut r = Response::new(Body::from(metrics::encode(
-                &process.store,
-                process.readiness().is_ok(),
-            )));
+            // Off the runtime: a scrape reads the store, which for PostgreSQL is a blocking
+            // client (that may not run on a runtime's thread).
+            let p = Arc::clone(process);
+            let text = tokio::task::spawn_blocking(move || {
+                metrics::encode(&p.store, p.readiness().is_ok())
+            })
+            .await;
+            let Ok(text) = text else {
+                return plain(StatusCode::INTERNAL_SERVER_ERROR, "metrics failed\n");
+            };
+            let mut r = Response::new(Body::from(text));
             r.headers_mut().insert(
                 header::CONTENT_TYPE,
                 HeaderValue::from_static(metrics::CONTENT_TYPE),
@@ -149,7 +156,7 @@ pub(crate) fn serve_ops(process: Arc<Process>, addr: &str) -> Result<(), ServeEr
                     let process = Arc::clone(&process);
                     async move {
                         let r = match ops_path(&request) {
-                            Some(path) => answer(&process, path),
+                            Some(path) => answer(&process, path).await,
                             None => plain(StatusCode::NOT_FOUND, "not found\n"),
                         };
                         metrics::METRICS.http_response(r.status().as_u16());
