@@ -12,7 +12,8 @@
 #            endpoint is set)
 #   PAIRS    how many times each comparison runs, alternating the order               [4]
 # compare options default to: --no-ts --rounds 3 --events 20000 --durable-live-events 3000
-# Environment: COMPARE, a compare binary already built (else it is built first).
+# Environment: COMPARE, a compare binary already built (else it is built first);
+#              OVERHEAD_TRACES=0 to compare metrics only (no traced runs).
 # Output: one line per run and the medians; saved to benches/overhead-last.txt (not committed).
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
@@ -80,27 +81,33 @@ run() {
 
 {
 echo "=== machine: nproc $(nproc); load $(cut -d' ' -f1-3 /proc/loadavg); compare ${opts[*]}"
-declare -a a_off a_on b_on b_tr
-for i in $(seq "$pairs"); do
-    if [ $((i % 2)) -eq 1 ]; then
-        x=$(run "$off" ""); y=$(run "$on" "")
-    else
-        y=$(run "$on" ""); x=$(run "$off" "")
-    fi
-    a_off+=("$x"); a_on+=("$y")
-    echo "metrics pair $i ($([ $((i % 2)) -eq 1 ] && echo 'off, on' || echo 'on, off')): off $x, on $y k events/s, on/off $(awk -v a="$y" -v b="$x" 'BEGIN { printf "%.3f", a / b }')"
-done
-for i in $(seq "$pairs"); do
-    if [ $((i % 2)) -eq 1 ]; then
-        x=$(run "$on" ""); y=$(run "$on" "$endpoint")
-    else
-        y=$(run "$on" "$endpoint"); x=$(run "$on" "")
-    fi
-    b_on+=("$x"); b_tr+=("$y")
-    echo "traces pair $i ($([ $((i % 2)) -eq 1 ] && echo 'off, on' || echo 'on, off')): off $x, on $y k events/s, on/off $(awk -v a="$y" -v b="$x" 'BEGIN { printf "%.3f", a / b }')"
-done
+# One comparison run PAIRS times, the order alternated: LABEL, then the A side's and the B side's
+# binary and OTLP endpoint. Prints each pair and leaves the rates in the arrays side_a / side_b.
+compare_pairs() {
+    local label=$1 a_bin=$2 a_end=$3 b_bin=$4 b_end=$5 i x y order
+    side_a=() side_b=()
+    for i in $(seq "$pairs"); do
+        if [ $((i % 2)) -eq 1 ]; then
+            x=$(run "$a_bin" "$a_end"); y=$(run "$b_bin" "$b_end"); order='off, on'
+        else
+            y=$(run "$b_bin" "$b_end"); x=$(run "$a_bin" "$a_end"); order='on, off'
+        fi
+        side_a+=("$x"); side_b+=("$y")
+        echo "$label pair $i ($order): off $x, on $y k events/s, on/off $(awk -v a="$y" -v b="$x" 'BEGIN { printf "%.3f", a / b }')"
+    done
+}
+compare_pairs metrics "$off" "" "$on" ""
+a_off=("${side_a[@]}"); a_on=("${side_b[@]}")
+if [ "${OVERHEAD_TRACES:-1}" != 0 ]; then
+    compare_pairs traces "$on" "" "$on" "$endpoint"
+    b_on=("${side_a[@]}"); b_tr=("${side_b[@]}")
+fi
 median() { printf '%s\n' "$@" | sort -g | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
-echo "medians: metrics off $(median "${a_off[@]}"), on $(median "${a_on[@]}"); traces off $(median "${b_on[@]}"), on $(median "${b_tr[@]}") k events/s"
+if [ "${OVERHEAD_TRACES:-1}" != 0 ]; then
+    echo "medians: metrics off $(median "${a_off[@]}"), on $(median "${a_on[@]}"); traces off $(median "${b_on[@]}"), on $(median "${b_tr[@]}") k events/s"
+else
+    echo "medians: metrics off $(median "${a_off[@]}"), on $(median "${a_on[@]}") k events/s"
+fi
 echo "the sink received $(cat "$sink_dir/bytes" 2>/dev/null || echo 0) bytes of OTLP"
 echo "load after: $(cut -d' ' -f1-3 /proc/loadavg)"
 } | tee "$here/overhead-last.txt"
