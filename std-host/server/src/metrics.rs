@@ -245,7 +245,7 @@ impl TaskStore for Metered {
     fn budget(&self) -> Option<(u64, u64)> {
         self.0.budget()
     }
-    fn pool(&self) -> Option<(usize, usize)> {
+    fn pool(&self) -> Option<taskstream_store::stats::PoolStats> {
         self.0.pool()
     }
     fn replica(&self) -> Option<taskstream_store::stats::ReplicaStats> {
@@ -519,21 +519,35 @@ impl prometheus_client::collector::Collector for Scrape {
                 limit,
             )?;
         }
-        if let Some((in_use, size)) = store.pool() {
-            let n = |v: usize| i64::try_from(v).unwrap_or(i64::MAX);
+        if let Some(pool) = store.pool() {
+            let n = |v: u64| i64::try_from(v).unwrap_or(i64::MAX);
             gauge(
                 &mut enc,
                 "taskstream_postgres_pool_in_use",
                 "PostgreSQL connections of the pool in use.",
                 None,
-                n(in_use),
+                n(pool.in_use),
             )?;
             gauge(
                 &mut enc,
                 "taskstream_postgres_pool_size",
                 "PostgreSQL connections the pool may hold (--store-pool).",
                 None,
-                n(size),
+                n(pool.size),
+            )?;
+            gauge(
+                &mut enc,
+                "taskstream_postgres_pool_waiting",
+                "Reads waiting now for a PostgreSQL connection of the pool to be free.",
+                None,
+                n(pool.waiting),
+            )?;
+            counter(
+                &mut enc,
+                "taskstream_postgres_pool_waits",
+                "Reads that had to wait for a PostgreSQL connection of the pool.",
+                None,
+                pool.waits,
             )?;
         }
         if let Some(r) = store.replica() {

@@ -158,8 +158,8 @@ pub trait TaskStore: Send + Sync {
         None
     }
 
-    /// A shared store's connection pool: connections in use and the pool's size.
-    fn pool(&self) -> Option<(usize, usize)> {
+    /// A shared store's connection pool: connections in use, the pool's size, callers waiting.
+    fn pool(&self) -> Option<crate::stats::PoolStats> {
         None
     }
 

@@ -245,12 +245,19 @@ struct TaskSpan {
 }
 
 /// A connection of the pool taken by [`Replica::pool_slot`].
-struct PoolSlot<'a>(&'a (Mutex<usize>, Condvar));
+/// The pool's connections in use and the callers waiting for one.
+#[derive(Default)]
+struct PoolCount {
+    in_use: usize,
+    waiting: usize,
+}
+
+struct PoolSlot<'a>(&'a (Mutex<PoolCount>, Condvar));
 
 impl Drop for PoolSlot<'_> {
     fn drop(&mut self) {
         let (count, cond) = self.0;
-        *lock(count) -= 1;
+        lock(count).in_use -= 1;
         cond.notify_one();
     }
 }
@@ -375,8 +382,11 @@ struct Replica {
     replica: String,
     /// Idle connections of the pool.
     pool: Mutex<Vec<Conn>>,
-    /// Connections of the pool in use, at most `pool_size`; a caller past it waits.
-    in_use: (Mutex<usize>, Condvar),
+    /// Connections of the pool in use (at most `pool_size`; a caller past it waits) and the
+    /// callers waiting.
+    in_use: (Mutex<PoolCount>, Condvar),
+    /// Callers that ever waited for a connection of the pool.
+    pool_waits: AtomicU64,
     pool_size: usize,
     changes: ChangeSignal,
     /// The writers' queues; a task's appends always go through the same one (by its id's
@@ -505,7 +515,8 @@ impl PgStore {
             lease_timeout: config.lease_timeout.max(Duration::from_millis(300)),
             replica,
             pool: Mutex::new(Vec::new()),
-            in_use: (Mutex::new(0), Condvar::new()),
+            in_use: (Mutex::new(PoolCount::default()), Condvar::new()),
+            pool_waits: AtomicU64::new(0),
             cache: EventCache::new(config.cache_bytes),
             pool_size: config.pool_size.max(1),
             changes: ChangeSignal::default(),
@@ -775,12 +786,17 @@ impl Replica {
     fn pool_slot(&self) -> PoolSlot<'_> {
         let (count, cond) = &self.in_use;
         let mut n = lock(count);
-        while *n >= self.pool_size {
-            n = cond
-                .wait(n)
-                .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if n.in_use >= self.pool_size {
+            self.pool_waits.fetch_add(1, Ordering::Relaxed);
+            n.waiting += 1;
+            while n.in_use >= self.pool_size {
+                n = cond
+                    .wait(n)
+                    .unwrap_or_else(std::sync::PoisonError::into_inner);
+            }
+            n.waiting -= 1;
         }
-        *n += 1;
+        n.in_use += 1;
         PoolSlot(&self.in_use)
     }
 
@@ -1773,10 +1789,19 @@ impl TaskStore for PgStore {
         }
     }
 
-    fn pool(&self) -> Option<(usize, usize)> {
+    fn pool(&self) -> Option<crate::stats::PoolStats> {
         let r = &self.inner;
-        let in_use = *lock(&r.in_use.0);
-        Some((in_use, r.pool_size))
+        let (in_use, waiting) = {
+            let n = lock(&r.in_use.0);
+            (n.in_use, n.waiting)
+        };
+        let n = |v: usize| u64::try_from(v).unwrap_or(u64::MAX);
+        Some(crate::stats::PoolStats {
+            in_use: n(in_use),
+            size: n(r.pool_size),
+            waiting: n(waiting),
+            waits: r.pool_waits.load(Ordering::Relaxed),
+        })
     }
 
     fn replica(&self) -> Option<crate::stats::ReplicaStats> {

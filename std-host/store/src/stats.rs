@@ -27,6 +27,20 @@ pub struct ReplicaStats {
     pub commit_micros: Histogram,
 }
 
+/// A shared store's connection pool (the PostgreSQL store's reads), read when scraped.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct PoolStats {
+    /// Connections of the pool in use now.
+    pub in_use: u64,
+    /// Connections the pool may hold (`--store-pool`).
+    pub size: u64,
+    /// Callers waiting now for a connection to be free.
+    pub waiting: u64,
+    /// Callers that ever had to wait for a connection, since the store opened.
+    pub waits: u64,
+}
+
 /// A histogram being recorded (see the module docs).
 #[derive(Debug)]
 pub struct AtomicHistogram {

@@ -544,6 +544,14 @@ async fn metrics_count_a_replicas_leases_and_batch_commits() {
         format!("http://127.0.0.1:{}", b.port),
     );
     assert_eq!(sample(&base_a, "taskstream_leases_held").await, Some(0.0));
+    // The pool's gauges are exposed (their counting: `store::the_pool_counts_…`).
+    assert_eq!(
+        sample(&base_b, "taskstream_postgres_pool_waiting").await,
+        Some(0.0)
+    );
+    assert!(sample(&base_b, "taskstream_postgres_pool_waits_total")
+        .await
+        .is_some());
     let on_a = http_client::Session::open(&a.url, None).await;
     // Long enough to be scraped while it runs; cancelled below.
     let task = on_a.emit(100_000, 20).await;

@@ -427,3 +427,62 @@ fn the_cache_serves_nothing_below_the_floor_and_nothing_uncommitted() {
     // A budget of 0 holds nothing.
     assert_eq!(plain.cache_usage().bytes, 0);
 }
+
+/// The pool's gauges (`taskstream_postgres_pool_*` on `/metrics`): with one connection and
+/// four readers at once, readers are seen waiting; once they are done nothing is in use or
+/// waiting, and the waits counted stay.
+#[test]
+fn the_pool_counts_the_readers_waiting_for_a_connection() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::time::Instant;
+    if !cluster::enabled() {
+        return;
+    }
+    let pg = Cluster::start();
+    let store = Arc::new(
+        PgStore::open(PgConfig {
+            url: pg.db("pool"),
+            retention: RetentionPolicy::DEFAULT,
+            lease_timeout: Duration::from_secs(60),
+            pool_size: 1,
+            writers: taskstream_store::pg::DEFAULT_WRITERS,
+            // Every read goes to the database.
+            cache_bytes: 0,
+        })
+        .expect("open"),
+    );
+    store.create_task(record("pool"), NOW).expect("create");
+    let idle = store.pool().expect("a pool");
+    assert_eq!((idle.in_use, idle.size, idle.waiting), (0, 1, 0));
+    let stop = Arc::new(AtomicBool::new(false));
+    let readers: Vec<_> = (0..4)
+        .map(|_| {
+            let (store, stop) = (Arc::clone(&store), Arc::clone(&stop));
+            std::thread::spawn(move || {
+                while !stop.load(Ordering::Relaxed) {
+                    store.lookup("pool").expect("lookup").expect("the task");
+                }
+            })
+        })
+        .collect();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let busy = loop {
+        let now = store.pool().expect("a pool");
+        assert!(now.in_use <= 1, "{now:?}");
+        if now.waiting > 0 && now.in_use == 1 {
+            break now;
+        }
+        assert!(Instant::now() < deadline, "no reader seen waiting: {now:?}");
+        std::thread::yield_now();
+    };
+    stop.store(true, Ordering::Relaxed);
+    for r in readers {
+        r.join().expect("reader");
+    }
+    let after = store.pool().expect("a pool");
+    assert_eq!((after.in_use, after.waiting), (0, 0), "{after:?}");
+    assert!(
+        after.waits >= busy.waiting && after.waits >= 1,
+        "{busy:?} then {after:?}"
+    );
+}
