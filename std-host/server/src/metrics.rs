@@ -142,6 +142,26 @@ impl Drop for OpenStream {
 /// A store that counts the events appended through it.
 pub(crate) struct Metered(pub(crate) Arc<dyn TaskStore>);
 
+impl Metered {
+    /// Runs one append-like call of the store (`op`) in its span, and counts the event it
+    /// appended (`counted`: its type and payload bytes) once it is durable.
+    fn counted(
+        &self,
+        op: &'static str,
+        task_id: &str,
+        label: &str,
+        counted: (&str, usize),
+        call: impl FnOnce(&dyn TaskStore) -> Result<Seq, AppendError>,
+    ) -> Result<Seq, AppendError> {
+        let span = crate::otel::append(op, task_id, label, self.0.kind());
+        let _in_span = span.enter();
+        let seq = call(&*self.0)?;
+        crate::otel::appended(&span, seq.get());
+        METRICS.appended(counted.0, counted.1);
+        Ok(seq)
+    }
+}
+
 impl TaskStore for Metered {
     fn retention(&self) -> &RetentionPolicy {
         self.0.retention()
@@ -182,12 +202,13 @@ impl TaskStore for Metered {
         payload: &[u8],
         now: Millis,
     ) -> Result<Seq, AppendError> {
-        let span = crate::otel::append("append", task_id, event_type, self.0.kind());
-        let _in_span = span.enter();
-        let seq = self.0.append(task_id, event_type, payload, now)?;
-        crate::otel::appended(&span, seq.get());
-        METRICS.appended(event_type, payload.len());
-        Ok(seq)
+        self.counted(
+            "append",
+            task_id,
+            event_type,
+            (event_type, payload.len()),
+            |s| s.append(task_id, event_type, payload, now),
+        )
     }
     fn emit(
         &self,
@@ -196,12 +217,13 @@ impl TaskStore for Metered {
         payload: &[u8],
         now: Millis,
     ) -> Result<Seq, AppendError> {
-        let span = crate::otel::append("emit", task_id, event_type, self.0.kind());
-        let _in_span = span.enter();
-        let seq = self.0.emit(task_id, event_type, payload, now)?;
-        crate::otel::appended(&span, seq.get());
-        METRICS.appended(event_type, payload.len());
-        Ok(seq)
+        self.counted(
+            "emit",
+            task_id,
+            event_type,
+            (event_type, payload.len()),
+            |s| s.emit(task_id, event_type, payload, now),
+        )
     }
     fn finish(
         &self,
@@ -212,14 +234,10 @@ impl TaskStore for Metered {
         error: Option<serde_json::Value>,
         now: Millis,
     ) -> Result<Seq, AppendError> {
-        let span = crate::otel::append("finish", task_id, status.as_str(), self.0.kind());
-        let _in_span = span.enter();
-        let seq = self
-            .0
-            .finish(task_id, status, message, result, error, now)?;
-        crate::otel::appended(&span, seq.get());
-        METRICS.appended("", 0);
-        Ok(seq)
+        // The terminal status event: counted, its payload is the store's.
+        self.counted("finish", task_id, status.as_str(), ("", 0), |s| {
+            s.finish(task_id, status, message, result, error, now)
+        })
     }
     fn read_raw_from(
         &self,

@@ -15,7 +15,6 @@
 //! see the socket close), and stops the process as at any stop.
 
 use std::io::{BufRead, BufReader, Read, Write};
-use std::ops::ControlFlow;
 use std::os::unix::fs::{FileTypeExt, MetadataExt, PermissionsExt};
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
@@ -27,7 +26,6 @@ use serde_json::Value;
 
 use crate::engine::Connection;
 use crate::error::ServeError;
-use crate::io;
 use crate::log::log;
 use crate::process::Process;
 
@@ -381,18 +379,7 @@ fn serve_one(stream: UnixStream, process: &Arc<Process>, conns: &Conns) {
         }
     };
     log!(Info, "connection {key} opened (principal {principal:?})");
-    let max_line = process.config.max_message_bytes;
-    let read = io::read_lines(reader, max_line, |line| {
-        match line {
-            io::Line::Message(bytes) => conn.handle_line(bytes),
-            io::Line::TooLong => conn.handle_overlong_line(),
-        }
-        if conn.is_output_broken() {
-            ControlFlow::Break(())
-        } else {
-            ControlFlow::Continue(())
-        }
-    });
+    let read = conn.read_from(reader);
     if let Err(e) = read {
         log!(Debug, "connection {key}: {e}");
     }

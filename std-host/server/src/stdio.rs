@@ -2,13 +2,11 @@
 //! the connection writes to stdout. The thinnest of the transports.
 
 use std::io::{Read, Write};
-use std::ops::ControlFlow;
 use std::sync::Arc;
 
 use crate::config::ServeConfig;
 use crate::engine::Connection;
 use crate::error::ServeError;
-use crate::io;
 use crate::log::log;
 use crate::process::Process;
 use taskstream_store::TaskStore;
@@ -44,7 +42,6 @@ pub(crate) fn serve_process(
     input: impl Read,
     output: Box<dyn Write + Send>,
 ) -> Result<(), ServeError> {
-    let max_line = process.config.max_message_bytes;
     let serving = format!(
         "serving on stdio (principal {:?}, {})",
         process.config.principal,
@@ -56,17 +53,7 @@ pub(crate) fn serve_process(
     );
     let mut conn = Connection::owning(process, output)?;
     log!(Info, "{serving}");
-    let read = io::read_lines(input, max_line, |line| {
-        match line {
-            io::Line::Message(bytes) => conn.handle_line(bytes),
-            io::Line::TooLong => conn.handle_overlong_line(),
-        }
-        if conn.is_output_broken() {
-            ControlFlow::Break(())
-        } else {
-            ControlFlow::Continue(())
-        }
-    });
+    let read = conn.read_from(input);
     log!(Info, "end of input; shutting down");
     conn.close();
     read.map_err(ServeError::Input)

@@ -3,6 +3,7 @@
 //! when started with a process of its own, that process.
 
 use std::io::Write;
+use std::ops::ControlFlow;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::thread::JoinHandle;
@@ -154,6 +155,27 @@ impl Connection {
     /// Whether writing the output failed (the client is gone); the caller stops reading.
     pub fn is_output_broken(&self) -> bool {
         self.shared.out.is_broken()
+    }
+
+    /// Reads `input` to its end (or until the output breaks), one line per message, as the
+    /// line transports (stdio, the Unix socket) do: a line over `--max-message-bytes` is
+    /// skipped and answered as [`handle_overlong_line`](Self::handle_overlong_line).
+    ///
+    /// # Errors
+    /// The read error of `input`.
+    pub(crate) fn read_from(&mut self, input: impl std::io::Read) -> std::io::Result<()> {
+        let max_line = self.shared.process.config.max_message_bytes;
+        io::read_lines(input, max_line, |line| {
+            match line {
+                io::Line::Message(bytes) => self.handle_line(bytes),
+                io::Line::TooLong => self.handle_overlong_line(),
+            }
+            if self.is_output_broken() {
+                ControlFlow::Break(())
+            } else {
+                ControlFlow::Continue(())
+            }
+        })
     }
 
     /// Ends the connection (the input ended): stops its plain calls, lets the delivery thread
