@@ -12,7 +12,7 @@ mod conformance;
 mod hostile;
 mod long_lived;
 mod oauth;
-mod ops;
+pub(crate) mod ops;
 mod scale;
 mod status;
 mod traces;

@@ -66,6 +66,30 @@ fn get(s: &Samples, key: &str) -> f64 {
     *s.get(key).unwrap_or_else(|| panic!("no {key}"))
 }
 
+/// Asserts that every metric family `base/metrics` exposes is in docs/guide.md's table
+/// ("Operating it").
+pub(crate) async fn assert_documented(base: &str) {
+    let text = reqwest::get(format!("{base}/metrics"))
+        .await
+        .expect("scrape")
+        .text()
+        .await
+        .expect("body");
+    let guide = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/guide.md"),
+    )
+    .expect("docs/guide.md");
+    let undocumented: Vec<&str> = text
+        .lines()
+        .filter_map(|l| l.strip_prefix("# TYPE ")?.split(' ').next())
+        .filter(|family| !guide.contains(&format!("`{family}")))
+        .collect();
+    assert!(
+        undocumented.is_empty(),
+        "not in docs/guide.md: {undocumented:?}"
+    );
+}
+
 fn metrics_line(stderr_line: &str) -> Option<String> {
     stderr_line
         .split("metrics on ")
@@ -146,6 +170,8 @@ async fn metrics_count_a_known_workload() {
         get(&m, "taskstream_http_responses_total{code=\"5xx\"}"),
         0.0
     );
+
+    assert_documented(&base).await;
 
     for (path, want) in [("/healthz", 200), ("/readyz", 200), ("/nothing", 404)] {
         let r = reqwest::get(format!("{base}{path}")).await.expect("probe");

@@ -544,6 +544,7 @@ async fn metrics_count_a_replicas_leases_and_batch_commits() {
         format!("http://127.0.0.1:{}", b.port),
     );
     assert_eq!(sample(&base_a, "taskstream_leases_held").await, Some(0.0));
+    crate::http::ops::assert_documented(&base_a).await;
     // The pool's gauges are exposed (their counting: `store::the_pool_counts_…`).
     assert_eq!(
         sample(&base_b, "taskstream_postgres_pool_waiting").await,
