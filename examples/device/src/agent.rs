@@ -26,8 +26,8 @@ use core::mem::MaybeUninit;
 
 use taskstream_core::resume::{decide, Lifecycle, ResumeError};
 use taskstream_core::rpc::{
-    self, Era, ErrorCode, EventNotification, Notification, RawId, RawMessage, Reason, Request,
-    RpcError, StreamParamsError, MAX_METHOD_BYTES,
+    self, Era, ErrorCode, EventNotification, RawId, Reason, RpcError, StreamParamsError,
+    WalkedMessage,
 };
 use taskstream_core::streams::{OpenError, Opened, Progress, Pump};
 use taskstream_core::{
@@ -35,7 +35,7 @@ use taskstream_core::{
 };
 
 use crate::out::Out;
-use crate::params::{self, Meta, MODERN, TASKS_EXTENSION};
+use crate::params::{self, Members, Meta, MODERN, TASKS_EXTENSION};
 
 /// Task slots: one more than [`STREAMS`], so that the stream limit can be reached and refused
 /// with tasks to spare (SE-07).
@@ -137,8 +137,8 @@ struct Task {
     used: bool,
     /// Bumped each time the slot takes a new task, so a stream never outlives its task.
     generation: u8,
-    /// 32 lowercase hex digits.
-    id: [u8; 32],
+    /// 32 lowercase hex digits (a `String`, built a character at a time: no UTF-8 check).
+    id: heapless::String<32>,
     status: Status,
     count: u32,
     done: u32,
@@ -151,7 +151,7 @@ struct Task {
 
 impl Task {
     fn id(&self) -> &str {
-        core::str::from_utf8(&self.id).unwrap_or_default()
+        &self.id
     }
 
     fn lifecycle(&self) -> Lifecycle {
@@ -161,6 +161,54 @@ impl Task {
             Lifecycle::Terminal
         }
     }
+}
+
+/// The methods the agent answers.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Method {
+    Initialize,
+    Ping,
+    Discover,
+    ToolsList,
+    ToolsCall,
+    TasksGet,
+    TasksCancel,
+    TasksStream,
+    TasksResult,
+    TasksList,
+}
+
+/// A method answered before the modern era's `_meta` is read: the handshake and `ping`.
+const BARE: u8 = 1;
+/// A method that needs the Tasks extension declared (in the modern era).
+const NEEDS_TASKS: u8 = 2;
+/// A method of SEP-1686 only: unknown in the modern era, whose extension has neither.
+const LEGACY_ONLY: u8 = 4;
+
+/// Each method's name and how the eras differ for it, as data: one dispatch for both eras.
+const METHODS: [(&str, Method, u8); 10] = [
+    ("initialize", Method::Initialize, BARE),
+    ("ping", Method::Ping, BARE),
+    ("server/discover", Method::Discover, 0),
+    ("tools/list", Method::ToolsList, 0),
+    ("tools/call", Method::ToolsCall, 0),
+    ("tasks/get", Method::TasksGet, NEEDS_TASKS),
+    ("tasks/cancel", Method::TasksCancel, NEEDS_TASKS),
+    ("tasks/stream", Method::TasksStream, NEEDS_TASKS),
+    ("tasks/result", Method::TasksResult, LEGACY_ONLY),
+    ("tasks/list", Method::TasksList, LEGACY_ONLY),
+];
+
+/// The kind of a request's params, as the walk gave them (an object or an array; `None` when
+/// absent).
+fn params_kind(params: Option<&[u8]>) -> Option<json::Kind> {
+    params.map(|p| {
+        if p.first() == Some(&b'{') {
+            json::Kind::Object
+        } else {
+            json::Kind::Array
+        }
+    })
 }
 
 /// A task as the stream table knows it: its slot and the slot's generation.
@@ -226,17 +274,20 @@ impl Agent {
 
     /// Handles one request line.
     pub(crate) fn handle_line(&mut self, line: &[u8], now: Millis) {
-        let mut scratch = [0u8; MAX_METHOD_BYTES];
-        // The raw parse: the same messages and errors as `rpc::parse`, but the id is decoded
-        // here, once, instead of being built and moved inside the parser's results.
-        match rpc::parse_raw(line, &mut scratch) {
-            Ok(RawMessage::Request { id, method, params }) => {
+        let mut found: Members<'_> = Default::default();
+        // One walk over the line: it is validated, and the members the agent reads are found
+        // in the same pass. The same messages and errors as `rpc::parse`; the id is decoded
+        // here, once, and the method is compared raw.
+        match rpc::parse_walked(line, &params::PATHS, &mut found) {
+            Ok(WalkedMessage::Request { id, method, params }) => {
                 if let Some(id) = id.decode() {
-                    self.request(&Request { id, method, params }, now);
+                    self.request(&id, method, params, &found, now);
                 }
             }
-            Ok(RawMessage::Notification(n)) => self.notification(&n),
-            Ok(RawMessage::Response { .. }) => {}
+            Ok(WalkedMessage::Notification { method, params }) => {
+                self.notification(method, params, &found);
+            }
+            Ok(WalkedMessage::Response { .. }) => {}
             Err(e) => {
                 if e.is_answered() {
                     let id = e.id().and_then(RawId::decode);
@@ -246,9 +297,13 @@ impl Agent {
         }
     }
 
-    fn notification(&mut self, n: &Notification<'_>) {
-        if n.method == rpc::method::CANCELLED {
-            if let Ok(id) = rpc::parse_cancelled_params(n.params.unwrap_or(b"{}")) {
+    fn notification(&mut self, method: &[u8], params: Option<&[u8]>, found: &Members<'_>) {
+        if json::unescaped_eq(method, rpc::method::CANCELLED) {
+            let request_id = rpc::param(found, params::REQUEST_ID);
+            let id = rpc::read_cancelled_params(params_kind(params), request_id)
+                .ok()
+                .and_then(RawId::decode);
+            if let Some(id) = id {
                 if self.streams.cancel(&id).is_none() {
                     // Or the waiting `tasks/result`: it is dropped, unanswered.
                     if self.waiter.as_ref().is_some_and(|(_, w)| *w == id) {
@@ -259,19 +314,22 @@ impl Agent {
         }
     }
 
-    fn request(&mut self, r: &Request<'_>, now: Millis) {
-        let id = &r.id;
-        let params = r.params.unwrap_or(b"{}");
-        if r.method == "initialize" {
-            return self.initialize(id, params);
-        }
-        if r.method == "ping" {
-            return self.ping(id);
-        }
-        let tasks_declared = if self.legacy {
+    fn request(
+        &mut self,
+        id: &RequestId,
+        method: &[u8],
+        params: Option<&[u8]>,
+        found: &Members<'_>,
+        now: Millis,
+    ) {
+        let entry = METHODS
+            .iter()
+            .find(|(name, ..)| json::unescaped_eq(method, name));
+        let flags = entry.map_or(0, |&(_, _, flags)| flags);
+        let tasks_declared = if self.legacy || flags & BARE != 0 {
             true
         } else {
-            match params::meta(params) {
+            match params::meta(found) {
                 Meta::Valid { tasks } => tasks,
                 Meta::Missing => {
                     return self.fail(id, ErrorCode::InvalidParams);
@@ -279,21 +337,24 @@ impl Agent {
                 Meta::Version(requested) => return self.unsupported_version(id, requested),
             }
         };
-        let needs_tasks = matches!(r.method, "tasks/get" | "tasks/cancel" | "tasks/stream");
-        if needs_tasks && !tasks_declared {
+        let method = match entry {
+            Some(&(_, method, flags)) if flags & LEGACY_ONLY == 0 || self.legacy => method,
+            _ => return self.fail(id, ErrorCode::MethodNotFound),
+        };
+        if flags & NEEDS_TASKS != 0 && !tasks_declared {
             return self.missing_tasks_capability(id);
         }
-        match r.method {
-            "server/discover" => self.discover(id),
-            "tools/list" => self.tools_list(id),
-            "tools/call" => self.tools_call(id, params, tasks_declared, now),
-            "tasks/get" => self.tasks_get(id, params),
-            "tasks/cancel" => self.tasks_cancel(id, params, now),
-            "tasks/stream" => self.tasks_stream(id, params),
-            // SEP-1686 only: the extension of 2026-07-28 has neither.
-            "tasks/result" if self.legacy => self.tasks_result(id, params),
-            "tasks/list" if self.legacy => self.tasks_list(id),
-            _ => self.fail(id, ErrorCode::MethodNotFound),
+        match method {
+            Method::Initialize => self.initialize(id, found),
+            Method::Ping => self.ping(id),
+            Method::Discover => self.discover(id),
+            Method::ToolsList => self.tools_list(id),
+            Method::ToolsCall => self.tools_call(id, found, tasks_declared, now),
+            Method::TasksGet => self.tasks_get(id, found),
+            Method::TasksCancel => self.tasks_cancel(id, found, now),
+            Method::TasksStream => self.tasks_stream(id, params, found),
+            Method::TasksResult => self.tasks_result(id, found),
+            Method::TasksList => self.tasks_list(id),
         }
     }
 
@@ -310,12 +371,12 @@ impl Agent {
         end_complete(out, legacy);
     }
 
-    fn initialize(&mut self, id: &RequestId, params: &[u8]) {
+    fn initialize(&mut self, id: &RequestId, found: &Members<'_>) {
         self.legacy = true;
         // A handshake on the line is a new peer: the old one's streams are gone with it.
         self.streams = StreamTable::new(STREAMS);
         self.waiter = None;
-        let version = if params::is_string(params, "protocolVersion", "2025-06-18") {
+        let version = if params::is_string(found, params::PROTOCOL_VERSION, "2025-06-18") {
             "2025-06-18"
         } else {
             "2025-11-25"
@@ -362,12 +423,12 @@ impl Agent {
         end_complete(out, legacy);
     }
 
-    fn tools_call(&mut self, id: &RequestId, params: &[u8], declared: bool, now: Millis) {
-        if !params::is_string(params, "name", "sample") {
+    fn tools_call(&mut self, id: &RequestId, found: &Members<'_>, declared: bool, now: Millis) {
+        if !params::is_string(found, params::NAME, "sample") {
             return self.fail(id, ErrorCode::InvalidParams);
         }
         let as_task = if self.legacy {
-            params::member(params, "task").is_some_and(|m| m.kind == json::Kind::Object)
+            params::of_kind(found, params::TASK, json::Kind::Object).is_some()
         } else {
             declared
         };
@@ -377,15 +438,13 @@ impl Agent {
             }
             return self.missing_tasks_capability(id);
         }
-        let args = params::member(params, "arguments")
-            .filter(|m| m.kind == json::Kind::Object)
-            .map_or(&b"{}"[..], |m| m.value);
+        // Found only in an `arguments` that is an object, as the walk looks into no other.
         let Some(count) =
-            params::member(args, "count").and_then(|m| params::at_most(&m, MAX_COUNT))
+            params::member(found, params::COUNT).and_then(|m| params::at_most(&m, MAX_COUNT))
         else {
             return self.tool_error(id, "count: 0..1000000");
         };
-        let interval_ms = match params::member(args, "interval_ms") {
+        let interval_ms = match params::member(found, params::INTERVAL_MS) {
             None => Some(0),
             Some(m) if m.kind == json::Kind::Null => Some(0),
             Some(m) => params::at_most(&m, MAX_INTERVAL_MS),
@@ -405,9 +464,12 @@ impl Agent {
         task.generation = task.generation.wrapping_add(1);
         // 32-bit halves: no 64-bit shifts.
         let words = [a as u32, (a >> 32) as u32, b as u32, (b >> 32) as u32];
-        for (i, d) in task.id.iter_mut().enumerate() {
+        task.id.clear();
+        for i in 0..32 {
             let nibble = (words[i / 8 % 4] >> ((i % 8) * 4)) & 0xf;
-            *d = b"0123456789abcdef"[nibble as usize];
+            let _fits = task
+                .id
+                .push(char::from(b"0123456789abcdef"[nibble as usize]));
         }
         task.status = Status::Working;
         task.count = count;
@@ -436,8 +498,8 @@ impl Agent {
     }
 
     /// The slot of the task `params.taskId` names, or the error answered.
-    fn find_task(&mut self, id: &RequestId, params: &[u8]) -> Option<usize> {
-        let raw = params::member(params, "taskId").and_then(|m| params::string_raw(&m));
+    fn find_task(&mut self, id: &RequestId, found: &Members<'_>) -> Option<usize> {
+        let raw = params::member(found, params::TASK_ID).and_then(|m| params::string_raw(&m));
         let Some(raw) = raw else {
             self.fail(id, ErrorCode::InvalidParams);
             return None;
@@ -452,8 +514,8 @@ impl Agent {
         found
     }
 
-    fn tasks_get(&mut self, id: &RequestId, params: &[u8]) {
-        let Some(slot) = self.find_task(id, params) else {
+    fn tasks_get(&mut self, id: &RequestId, found: &Members<'_>) {
+        let Some(slot) = self.find_task(id, found) else {
             return;
         };
         let legacy = self.legacy;
@@ -467,8 +529,8 @@ impl Agent {
         end_complete(out, legacy);
     }
 
-    fn tasks_cancel(&mut self, id: &RequestId, params: &[u8], now: Millis) {
-        let Some(slot) = self.find_task(id, params) else {
+    fn tasks_cancel(&mut self, id: &RequestId, found: &Members<'_>, now: Millis) {
+        let Some(slot) = self.find_task(id, found) else {
             return;
         };
         let legacy = self.legacy;
@@ -492,8 +554,8 @@ impl Agent {
 
     /// `tasks/result` (SEP-1686): the tool's result once the task has ended, at once or when
     /// it does.
-    fn tasks_result(&mut self, id: &RequestId, params: &[u8]) {
-        let Some(slot) = self.find_task(id, params) else {
+    fn tasks_result(&mut self, id: &RequestId, found: &Members<'_>) {
+        let Some(slot) = self.find_task(id, found) else {
             return;
         };
         let task = &mut self.tasks[slot];
@@ -524,15 +586,17 @@ impl Agent {
         self.end();
     }
 
-    fn tasks_stream(&mut self, id: &RequestId, params: &[u8]) {
-        let p = match rpc::parse_stream_params(params) {
+    fn tasks_stream(&mut self, id: &RequestId, params: Option<&[u8]>, found: &Members<'_>) {
+        let task_id = rpc::param(found, params::TASK_ID);
+        let after = rpc::param(found, params::AFTER);
+        let p = match rpc::read_stream_params(params_kind(params), task_id, after) {
             Ok(p) => p,
             Err(e) => return self.error(Some(id), &stream_params_error(e)),
         };
         let Some(slot) = self
             .tasks
             .iter()
-            .position(|t| t.used && t.id() == p.task_id.as_str())
+            .position(|t| t.used && json::unescaped_eq(p.task_id, t.id()))
         else {
             return self.error(Some(id), &UNKNOWN_TASK);
         };
