@@ -705,7 +705,9 @@ impl Agent {
                     // fail. Were it to (a corrupted ring), the stream could not go on without a
                     // gap (RS-07): the device halts rather than skip the event. No
                     // `StreamTable::missed` path, 0.9 KiB of flash for a branch never taken.
-                    let Some(ev) = task.ring.get(seq) else {
+                    // The ring holds the device's two types only: read back as the constants
+                    // they were appended as, not as text to check.
+                    let Some(ev) = task.ring.get_typed(seq, &[SAMPLE_TYPE, STATUS_TYPE]) else {
                         crate::defect()
                     };
                     let note = EventNotification {
