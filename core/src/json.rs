@@ -563,21 +563,6 @@ impl<'a> Scanner<'a> {
         Ok(())
     }
 
-    fn hex4(&mut self) -> Result<u16, JsonError> {
-        let mut v: u16 = 0;
-        for _ in 0..4 {
-            let d = match self.peek() {
-                Some(c @ b'0'..=b'9') => c - b'0',
-                Some(c @ b'a'..=b'f') => c - b'a' + 10,
-                Some(c @ b'A'..=b'F') => c - b'A' + 10,
-                _ => return Err(self.err()),
-            };
-            v = (v << 4) | u16::from(d);
-            self.pos += 1;
-        }
-        Ok(v)
-    }
-
     /// A string starting at the opening quote. Its bytes above 0x7f are checked for UTF-8 here
     /// when the scan checks UTF-8 (`utf8`), else the whole text was checked first.
     fn string(&mut self) -> Result<(), JsonError> {
@@ -598,31 +583,16 @@ impl<'a> Scanner<'a> {
                 }
                 0x00..=0x1f => return Err(self.err()),
                 b'\\' => {
+                    // Checked by the decoder of escapes ([`Unescaped`]): the same rules (a
+                    // `\u` high surrogate needs a low one after it, a low one alone is
+                    // refused), and one copy of them in the code.
+                    let mut escape = unescaped(self.src.get(self.pos..).unwrap_or_default());
+                    escape.pos = 1;
                     self.pos += 1;
-                    match self.peek() {
-                        Some(b'"' | b'\\' | b'/' | b'b' | b'f' | b'n' | b'r' | b't') => {
-                            self.pos += 1;
-                        }
-                        Some(b'u') => {
-                            self.pos += 1;
-                            let unit = self.hex4()?;
-                            match unit {
-                                0xD800..=0xDBFF => {
-                                    // A high surrogate must be followed by a low one.
-                                    if self.src.get(self.pos..self.pos + 2) != Some(b"\\u") {
-                                        return Err(self.err());
-                                    }
-                                    self.pos += 2;
-                                    if !(0xDC00..=0xDFFF).contains(&self.hex4()?) {
-                                        return Err(self.err());
-                                    }
-                                }
-                                0xDC00..=0xDFFF => return Err(self.err()),
-                                _ => {}
-                            }
-                        }
-                        _ => return Err(self.err()),
+                    if escape.escape().is_none() {
+                        return Err(self.err());
                     }
+                    self.pos += escape.pos - 1;
                 }
                 0x80.. if self.utf8 => self.utf8_sequence()?,
                 _ => self.pos += 1,
