@@ -18,12 +18,13 @@
 //! each with its own ring of [`RING_EVENTS`] events in [`RING_BYTES`] bytes, and [`STREAMS`]
 //! concurrent streams. A slot is free again [`TTL_MS`] after its task ended.
 //!
-//! Task ids are 128 bits of xorshift128+, reseeded for every task with the timing jitter of
+//! Task ids are 128 bits of xoshiro128** (four 32-bit outputs), reseeded for every task with the timing jitter of
 //! the bytes received so far (see `main.rs`): the AN385 has no random number generator, so an
 //! id is as unpredictable as that jitter; a board with one should seed from it instead.
 
 use core::mem::MaybeUninit;
 
+use taskstream_core::json::Found;
 use taskstream_core::resume::{decide, Lifecycle, ResumeError};
 use taskstream_core::rpc::{
     self, Era, ErrorCode, EventNotification, RawId, Reason, RpcError, StreamParamsError,
@@ -220,7 +221,8 @@ pub(crate) struct Agent {
     streams: StreamTable<Key, STREAMS>,
     /// An `initialize` handshake selected the legacy era.
     legacy: bool,
-    rng: [u64; 2],
+    /// xoshiro128** state: 32-bit words, for a 32-bit core.
+    rng: [u32; 4],
     out: Out,
     /// The legacy `tasks/result` waiting for a task to end, and that task: one on the device
     /// (a second waiter is refused with `waiter_limit`), not one per task, for the RAM a
@@ -247,21 +249,25 @@ impl Agent {
     /// Mixes a value read from the board (timer counts, input timing jitter) into the task id
     /// generator.
     pub(crate) fn seed(&mut self, value: u32) {
-        self.rng[0] ^= u64::from(value).wrapping_mul(0x9e37_79b9_7f4a_7c15);
-        self.rng[1] ^= u64::from(value).rotate_left(32);
-        if self.rng == [0, 0] {
-            self.rng[1] = 1;
+        self.rng[0] ^= value.wrapping_mul(0x9e37_79b9);
+        self.rng[1] ^= value.rotate_left(16);
+        if self.rng == [0; 4] {
+            self.rng[3] = 1;
         }
     }
 
-    fn random(&mut self) -> u64 {
-        // xorshift128+
-        let [mut s1, s0] = self.rng;
-        s1 ^= s1 << 23;
-        s1 ^= s1 >> 17;
-        s1 ^= s0 ^ (s0 >> 26);
-        self.rng = [s0, s1];
-        s0.wrapping_add(s1)
+    /// xoshiro128**: 32 bits, with 32-bit operations only (no 64-bit shifts on this core).
+    fn random(&mut self) -> u32 {
+        let s = &mut self.rng;
+        let result = s[1].wrapping_mul(5).rotate_left(7).wrapping_mul(9);
+        let t = s[1] << 9;
+        s[2] ^= s[0];
+        s[3] ^= s[1];
+        s[1] ^= s[2];
+        s[0] ^= s[3];
+        s[2] ^= t;
+        s[3] = s[3].rotate_left(11);
+        result
     }
 
     /// An over-long request line was dropped.
@@ -274,7 +280,7 @@ impl Agent {
 
     /// Handles one request line.
     pub(crate) fn handle_line(&mut self, line: &[u8], now: Millis) {
-        let mut found: Members<'_> = Default::default();
+        let mut found: Members<'_> = [Found::default(); 20];
         // One walk over the line: it is validated, and the members the agent reads are found
         // in the same pass. The same messages and errors as `rpc::parse`; the id is decoded
         // here, once, and the method is compared raw.
@@ -406,7 +412,14 @@ impl Agent {
     fn tools_list(&mut self, id: &RequestId) {
         let legacy = self.legacy;
         let out = self.begin(id);
-        out.s(r#"{"tools":[{"name":"sample","description":"Reads SysTick count times, interval_ms apart","inputSchema":{"type":"object","properties":{"count":{"type":"integer","minimum":0,"maximum":1000000},"interval_ms":{"type":"integer","minimum":0,"maximum":3600000}},"required":["count"]},"execution":{"taskSupport":"required"}}]"#);
+        // The two arguments' schemas share their text; the bounds are MAX_COUNT and
+        // MAX_INTERVAL_MS.
+        const INTEGER: &str = r#"{"type":"integer","minimum":0,"maximum":"#;
+        out.s(r#"{"tools":[{"name":"sample","description":"Reads SysTick count times","inputSchema":{"type":"object","properties":{"count":"#)
+            .s(INTEGER)
+            .s(r#"1000000},"interval_ms":"#)
+            .s(INTEGER)
+            .s(r#"3600000}},"required":["count"]},"execution":{"taskSupport":"required"}}]"#);
         if !legacy {
             out.s(CACHE);
         }
@@ -456,14 +469,12 @@ impl Agent {
             return self.tool_error(id, "no free task slot");
         };
         self.seed(crate::jitter() ^ crate::systick_value());
-        let (a, b) = (self.random(), self.random());
+        let words = [self.random(), self.random(), self.random(), self.random()];
         let Some(task) = self.tasks.get_mut(slot) else {
             return;
         };
         task.used = true;
         task.generation = task.generation.wrapping_add(1);
-        // 32-bit halves: no 64-bit shifts.
-        let words = [a as u32, (a >> 32) as u32, b as u32, (b >> 32) as u32];
         task.id.clear();
         for i in 0..32 {
             let nibble = (words[i / 8 % 4] >> ((i % 8) * 4)) & 0xf;
@@ -633,7 +644,7 @@ impl Agent {
         };
         if let Ok(n) = rpc::write_stream_result(id, era, self.out.buf_mut()) {
             self.out.set_len(n);
-            send(&self.out);
+            send(&mut self.out);
         }
     }
 
@@ -732,7 +743,7 @@ impl Agent {
             };
             if let Ok(n) = written {
                 self.out.set_len(n);
-                send(&self.out);
+                send(&mut self.out);
             }
         }
         true
@@ -745,7 +756,7 @@ impl Agent {
             .s(r#""],"requested":"#)
             .put(requested)
             .s("}}}");
-        send(&self.out);
+        send(&mut self.out);
     }
 
     fn missing_tasks_capability(&mut self, id: &RequestId) {
@@ -757,7 +768,7 @@ impl Agent {
         .s(r#","data":{"requiredCapabilities":{"extensions":{""#)
         .s(TASKS_EXTENSION)
         .s(r#"":{}}}}}}"#);
-        send(&self.out);
+        send(&mut self.out);
     }
 
     fn begin(&mut self, id: &RequestId) -> &mut Out {
@@ -767,7 +778,7 @@ impl Agent {
     /// Closes the result begun by [`Agent::begin`] and sends it.
     fn end(&mut self) {
         self.out.s("}");
-        send(&self.out);
+        send(&mut self.out);
     }
 
     /// An error with the code's standard message and no data. One call instead of an error
@@ -864,12 +875,15 @@ fn stream_params_error(e: StreamParamsError) -> RpcError<'static> {
 
 /// Writes the message and its newline to the UART; a message that did not fit is replaced by
 /// an internal error, so that every request still gets one answer.
-fn send(out: &Out) {
-    match out.message() {
-        Some(message) => crate::uart_write(message),
-        None => crate::uart_write(
-            br#"{"jsonrpc":"2.0","id":null,"error":{"code":-32603,"message":"Internal error"}}"#,
-        ),
+fn send(out: &mut Out) {
+    if out.message().is_none() {
+        // Written by the core's error writer, as every error is: no second copy of its text.
+        let e = RpcError::new(ErrorCode::InternalError);
+        let n = rpc::write_error(None, &e, out.buf_mut()).unwrap_or(0);
+        out.set_len(n);
+    }
+    if let Some(message) = out.message() {
+        crate::uart_write(message);
     }
     crate::uart_write(b"\n");
 }
