@@ -782,8 +782,10 @@ pub fn walk<'a>(
         src,
         paths,
         found,
-        container: [NO_PATH; WALK_LEVELS + 1],
-        pending: [NO_PATH; WALK_LEVELS + 1],
+        // Read at a level only after `begin` at the level above set them (the top-level
+        // value's `begin` sets level 1's), so zeros, which clear faster than a fill, will do.
+        container: [0; WALK_LEVELS + 1],
+        pending: [0; WALK_LEVELS + 1],
         key: [&[]; WALK_LEVELS + 1],
         start: [0; WALK_LEVELS + 1],
     };
