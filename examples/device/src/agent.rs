@@ -27,8 +27,8 @@ use core::mem::MaybeUninit;
 use taskstream_core::json::Found;
 use taskstream_core::resume::{decide, Lifecycle, ResumeError};
 use taskstream_core::rpc::{
-    self, Era, ErrorCode, EventNotification, RawId, Reason, RpcError, StreamParamsError,
-    WalkedMessage,
+    self, BufferTooSmall, Era, ErrorCode, EventNotification, RawId, Reason, RpcError,
+    StreamParamsError, WalkedMessage,
 };
 use taskstream_core::streams::{OpenError, Opened, Progress, Pump};
 use taskstream_core::{
@@ -515,6 +515,12 @@ impl Agent {
             self.fail(id, ErrorCode::InvalidParams);
             return None;
         };
+        self.slot_of(id, raw)
+    }
+
+    /// The slot of the task whose id is the raw JSON string contents `raw`, or the
+    /// `unknown_task` refusal answered.
+    fn slot_of(&mut self, id: &RequestId, raw: &[u8]) -> Option<usize> {
         let found = self
             .tasks
             .iter()
@@ -604,12 +610,8 @@ impl Agent {
             Ok(p) => p,
             Err(e) => return self.error(Some(id), &stream_params_error(e)),
         };
-        let Some(slot) = self
-            .tasks
-            .iter()
-            .position(|t| t.used && json::unescaped_eq(p.task_id, t.id()))
-        else {
-            return self.error(Some(id), &UNKNOWN_TASK);
+        let Some(slot) = self.slot_of(id, p.task_id) else {
+            return;
         };
         let task = &self.tasks[slot];
         let key = (slot as u8, task.generation);
@@ -642,10 +644,8 @@ impl Agent {
         } else {
             Era::Modern
         };
-        if let Ok(n) = rpc::write_stream_result(id, era, self.out.buf_mut()) {
-            self.out.set_len(n);
-            send(&mut self.out);
-        }
+        let written = rpc::write_stream_result(id, era, self.out.buf_mut());
+        send_written(&mut self.out, written);
     }
 
     /// One turn of the timers and the streams: up to [`SAMPLES_PER_STEP`] due readings per
@@ -741,10 +741,7 @@ impl Agent {
                     rpc::write_error(Some(&id), &e, self.out.buf_mut())
                 }
             };
-            if let Ok(n) = written {
-                self.out.set_len(n);
-                send(&mut self.out);
-            }
+            send_written(&mut self.out, written);
         }
         true
     }
@@ -826,7 +823,14 @@ fn sampled<'o>(out: &'o mut Out, task: &Task) -> &'o mut Out {
 }
 
 fn send_error(out: &mut Out, id: Option<&RequestId>, e: &RpcError<'_>) {
-    if let Ok(n) = rpc::write_error(id, e, out.buf_mut()) {
+    let written = rpc::write_error(id, e, out.buf_mut());
+    send_written(out, written);
+}
+
+/// Sends what one of the core's writers wrote into the buffer; a message that did not fit is
+/// not sent (the core's writers say so rather than write it in part).
+fn send_written(out: &mut Out, written: Result<usize, BufferTooSmall>) {
+    if let Ok(n) = written {
         out.set_len(n);
         send(out);
     }
