@@ -79,8 +79,19 @@ pub struct Validated {
 /// # Errors
 /// [`JsonError`] describing the first problem found.
 pub fn validate(src: &[u8]) -> Result<Validated, JsonError> {
+    // Feature `lean`: the walk of `walk`, with nothing to find, so that a firmware that walks
+    // its requests carries one validator. It checks UTF-8 inside strings (the only place a
+    // byte above 0x7f is not a syntax error): the same texts are accepted.
+    if cfg!(feature = "lean") {
+        return walk(src, &[], &mut []);
+    }
+    validate_whole(src)
+}
+
+/// [`validate`] without feature `lean`: the whole text checked for UTF-8 first, then scanned.
+fn validate_whole(src: &[u8]) -> Result<Validated, JsonError> {
     core::str::from_utf8(src).map_err(|_| JsonError::Utf8)?;
-    Scanner { src, pos: 0, ws: 0 }.run()
+    Scanner::new(src, false).run(&mut Check)
 }
 
 /// Validates that `src` is exactly one JSON object and returns the length of its compact form.
@@ -173,54 +184,63 @@ fn f64_overflow_digit(i: usize) -> u8 {
 /// is), so for a few numbers within about an ulp of `f64::MAX` it refuses what rounds to
 /// `f64::MAX`, `f64::MAX` written out in full among them; this rule accepts those.
 fn overflows_f64(text: &[u8]) -> bool {
-    let unsigned = text.strip_prefix(b"-").unwrap_or(text);
-    let (mantissa, exponent) = match unsigned.iter().position(|&c| matches!(c, b'e' | b'E')) {
-        Some(at) => unsigned.split_at(at),
-        None => (unsigned, &b""[..]),
-    };
-    let (integer, fraction) = match mantissa.iter().position(|&c| c == b'.') {
-        Some(at) => mantissa.split_at(at),
-        None => (mantissa, &b""[..]),
-    };
-    let fraction = fraction.get(1..).unwrap_or_default();
-    let integer = trim_leading_zeros(integer);
-    // The significant digits, and where the decimal point stands before the first of them.
-    let (first, rest, point) = if integer.is_empty() {
-        let significant = trim_leading_zeros(fraction);
-        let zeros = fraction.len() - significant.len();
-        (
-            significant,
-            &b""[..],
-            saturating_i64(zeros).saturating_neg(),
-        )
-    } else {
-        (integer, fraction, saturating_i64(integer.len()))
-    };
-    if first.is_empty() {
-        return false;
+    // One walk over the mantissa: where its first significant digit is, and `point`, where the
+    // decimal point stands relative to it (the digits of the integer part from it on, or minus
+    // the zeros of the fraction before it). One loop rather than splits and iterator chains:
+    // this runs for every number a firmware validates, and its code is what it pays for.
+    let mut i = usize::from(text.first() == Some(&b'-'));
+    let mut point: i64 = 0;
+    let mut first = None;
+    let mut in_fraction = false;
+    while let Some(&c) = text.get(i) {
+        match c {
+            b'.' => in_fraction = true,
+            b'0'..=b'9' => {
+                if first.is_none() && c != b'0' {
+                    first = Some(i);
+                }
+                match (in_fraction, first.is_some()) {
+                    (false, true) => point += 1,
+                    (true, false) => point -= 1,
+                    _ => {}
+                }
+            }
+            _ => break,
+        }
+        i += 1;
     }
+    // Zero, with any exponent, is zero.
+    let Some(first) = first else {
+        return false;
+    };
     let limit = F64_OVERFLOW_DIGITS.len();
-    let point = point.saturating_add(decimal_exponent(exponent));
+    let point = point.saturating_add(decimal_exponent(text.get(i..).unwrap_or_default()));
     match point.cmp(&saturating_i64(limit)) {
         Ordering::Less => false,
         Ordering::Greater => true,
         // The same order of magnitude: compare digit by digit, the number's padded with zeros.
         // Equal first digits mean at least the halfway point, as any later digit only adds.
         Ordering::Equal => {
-            let digits = first
-                .iter()
-                .chain(rest)
-                .copied()
-                .chain(core::iter::repeat(b'0'));
-            digits.take(limit).cmp((0..limit).map(f64_overflow_digit)) != Ordering::Less
+            let mut at = first;
+            for k in 0..limit {
+                let digit = loop {
+                    match text.get(at) {
+                        Some(b'.') => at += 1,
+                        Some(&c @ b'0'..=b'9') => {
+                            at += 1;
+                            break c;
+                        }
+                        _ => break b'0',
+                    }
+                };
+                let bound = f64_overflow_digit(k);
+                if digit != bound {
+                    return digit > bound;
+                }
+            }
+            true
         }
     }
-}
-
-/// `digits` without its leading zeros.
-fn trim_leading_zeros(digits: &[u8]) -> &[u8] {
-    let zeros = digits.iter().take_while(|&&c| c == b'0').count();
-    digits.get(zeros..).unwrap_or_default()
 }
 
 /// A count as an `i64`, saturating (no slice is that long, but nothing here may wrap).
@@ -287,9 +307,40 @@ struct Scanner<'a> {
     pos: usize,
     /// White space bytes skipped outside strings.
     ws: usize,
+    /// Whether strings are checked for UTF-8 here, the text not having been checked as a whole.
+    utf8: bool,
 }
 
-impl Scanner<'_> {
+/// What a scan reports as it goes, for [`walk`]: keys, and where values begin and end. `level`
+/// is the nesting depth of the container holding the key or value (0 for the top-level value).
+trait Visit<'a> {
+    /// A key of the object at `level`, its raw contents between the quotes.
+    fn key(&mut self, level: usize, raw: &'a [u8]);
+    /// A value at `level` begins at byte `at`.
+    fn begin(&mut self, level: usize, at: usize);
+    /// The value at `level` that began last ends before byte `end`; it is a `kind`.
+    fn end(&mut self, level: usize, end: usize, kind: Kind);
+}
+
+/// The visitor of a plain [`validate`]: nothing to report.
+struct Check;
+
+impl Visit<'_> for Check {
+    fn key(&mut self, _: usize, _: &[u8]) {}
+    fn begin(&mut self, _: usize, _: usize) {}
+    fn end(&mut self, _: usize, _: usize, _: Kind) {}
+}
+
+impl<'a> Scanner<'a> {
+    fn new(src: &'a [u8], utf8: bool) -> Self {
+        Scanner {
+            src,
+            pos: 0,
+            ws: 0,
+            utf8,
+        }
+    }
+
     fn peek(&self) -> Option<u8> {
         self.src.get(self.pos).copied()
     }
@@ -324,7 +375,7 @@ impl Scanner<'_> {
         }
     }
 
-    fn run(mut self) -> Result<Validated, JsonError> {
+    fn run<V: Visit<'a>>(mut self, visit: &mut V) -> Result<Validated, JsonError> {
         // Bit i of `stack` is 1 when nesting level i is an object, 0 for an array. Bytes, not a
         // `u128`: a 128-bit shift by a variable is long code on a 32-bit core.
         let mut stack = [0u8; MAX_DEPTH / 8];
@@ -347,9 +398,12 @@ impl Scanner<'_> {
                     if expect == Expect::ValueOrClose && b == b']' {
                         self.pos += 1;
                         depth -= 1;
+                        visit.end(depth, self.pos, Kind::Array);
                         expect = Expect::AfterValue;
                         continue;
                     }
+                    let start = self.pos;
+                    visit.begin(depth, start);
                     let k = match b {
                         b'{' | b'[' => {
                             if depth == MAX_DEPTH {
@@ -398,6 +452,7 @@ impl Scanner<'_> {
                         }
                         _ => return Err(self.err()),
                     };
+                    visit.end(depth, self.pos, k);
                     if kind.is_none() {
                         kind = Some(k);
                     }
@@ -407,9 +462,13 @@ impl Scanner<'_> {
                     if expect == Expect::KeyOrClose && b == b'}' {
                         self.pos += 1;
                         depth -= 1;
+                        visit.end(depth, self.pos, Kind::Object);
                         expect = Expect::AfterValue;
                     } else if b == b'"' {
+                        let start = self.pos + 1;
                         self.string()?;
+                        let raw = self.src.get(start..self.pos - 1).unwrap_or_default();
+                        visit.key(depth, raw);
                         expect = Expect::Colon;
                     } else {
                         return Err(self.err());
@@ -435,7 +494,11 @@ impl Scanner<'_> {
                     match (b, in_object) {
                         (b',', true) => expect = Expect::Key,
                         (b',', false) => expect = Expect::Value,
-                        (b'}', true) | (b']', false) => depth -= 1,
+                        (b'}', true) | (b']', false) => {
+                            depth -= 1;
+                            let k = if in_object { Kind::Object } else { Kind::Array };
+                            visit.end(depth, self.pos, k);
+                        }
                         _ => {
                             self.pos -= 1;
                             return Err(self.err());
@@ -500,27 +563,14 @@ impl Scanner<'_> {
         Ok(())
     }
 
-    fn hex4(&mut self) -> Result<u16, JsonError> {
-        let mut v: u16 = 0;
-        for _ in 0..4 {
-            let d = match self.peek() {
-                Some(c @ b'0'..=b'9') => c - b'0',
-                Some(c @ b'a'..=b'f') => c - b'a' + 10,
-                Some(c @ b'A'..=b'F') => c - b'A' + 10,
-                _ => return Err(self.err()),
-            };
-            v = (v << 4) | u16::from(d);
-            self.pos += 1;
-        }
-        Ok(v)
-    }
-
-    /// A string starting at the opening quote; the input is already known to be UTF-8.
+    /// A string starting at the opening quote. Its bytes above 0x7f are checked for UTF-8 here
+    /// when the scan checks UTF-8 (`utf8`), else the whole text was checked first.
     fn string(&mut self) -> Result<(), JsonError> {
         self.pos += 1;
         loop {
-            // Feature `lean`: byte by byte only, for less code (the same result).
-            if !cfg!(feature = "lean") {
+            // Feature `lean`: byte by byte only, for less code (the same result). The fast
+            // path skips bytes above 0x7f unchecked, so a scan that checks UTF-8 goes without.
+            if !cfg!(feature = "lean") && !self.utf8 {
                 self.skip_plain();
             }
             let Some(b) = self.peek() else {
@@ -533,36 +583,213 @@ impl Scanner<'_> {
                 }
                 0x00..=0x1f => return Err(self.err()),
                 b'\\' => {
+                    // Checked by the decoder of escapes ([`Unescaped`]): the same rules (a
+                    // `\u` high surrogate needs a low one after it, a low one alone is
+                    // refused), and one copy of them in the code.
+                    let mut escape = unescaped(self.src.get(self.pos..).unwrap_or_default());
+                    escape.pos = 1;
                     self.pos += 1;
-                    match self.peek() {
-                        Some(b'"' | b'\\' | b'/' | b'b' | b'f' | b'n' | b'r' | b't') => {
-                            self.pos += 1;
-                        }
-                        Some(b'u') => {
-                            self.pos += 1;
-                            let unit = self.hex4()?;
-                            match unit {
-                                0xD800..=0xDBFF => {
-                                    // A high surrogate must be followed by a low one.
-                                    if self.src.get(self.pos..self.pos + 2) != Some(b"\\u") {
-                                        return Err(self.err());
-                                    }
-                                    self.pos += 2;
-                                    if !(0xDC00..=0xDFFF).contains(&self.hex4()?) {
-                                        return Err(self.err());
-                                    }
-                                }
-                                0xDC00..=0xDFFF => return Err(self.err()),
-                                _ => {}
-                            }
-                        }
-                        _ => return Err(self.err()),
+                    if escape.escape().is_none() {
+                        return Err(self.err());
                     }
+                    self.pos += escape.pos - 1;
                 }
+                0x80.. if self.utf8 => self.utf8_sequence()?,
                 _ => self.pos += 1,
             }
         }
     }
+
+    /// A UTF-8 sequence starting at `pos`, its first byte above 0x7f.
+    fn utf8_sequence(&mut self) -> Result<(), JsonError> {
+        let rest = self.src.get(self.pos..).unwrap_or_default();
+        let (_, len) = utf8_char(rest).ok_or(JsonError::Utf8)?;
+        self.pos += len;
+        Ok(())
+    }
+}
+
+/// The character whose UTF-8 encoding starts `bytes`, and its length, if it is well-formed:
+/// the continuation bytes are `10xxxxxx`, the value is the shortest form's (no overlong
+/// encoding), a `char` (no surrogate, nothing above U+10FFFF), which is the rule of
+/// `core::str::from_utf8`, decided by decoding rather than by its tables.
+fn utf8_char(bytes: &[u8]) -> Option<(char, usize)> {
+    let lead = *bytes.first()?;
+    let more = match lead {
+        0x00..=0x7f => 0,
+        0xC0..=0xDF => 1,
+        0xE0..=0xEF => 2,
+        0xF0..=0xF7 => 3,
+        _ => return None,
+    };
+    let mut v = u32::from(lead) & (0x7f >> more);
+    for i in 1..=more {
+        let c = *bytes.get(i)?;
+        if c & 0xC0 != 0x80 {
+            return None;
+        }
+        v = (v << 6) | u32::from(c & 0x3f);
+    }
+    let c = char::from_u32(v)?;
+    (c.len_utf8() == more + 1).then_some((c, more + 1))
+}
+
+/// A member [`walk`] looks for: its key, in the object that is the top-level value
+/// ([`Path::TOP`]) or the value of another path of the same table (its index).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Path<'k> {
+    /// The key, as it reads once its escapes are decoded (`"t\u0061skId"` is `taskId`).
+    pub key: &'k str,
+    /// [`Path::TOP`], or the index in the table of the path whose value holds this member.
+    pub parent: u8,
+}
+
+impl<'k> Path<'k> {
+    /// The parent of a member of the top-level object.
+    pub const TOP: u8 = u8::MAX;
+
+    /// A member `key` of the top-level object.
+    #[must_use]
+    pub const fn top(key: &'k str) -> Self {
+        Path {
+            key,
+            parent: Path::TOP,
+        }
+    }
+
+    /// A member `key` of the value of path `parent` (its index in the table).
+    #[must_use]
+    pub const fn under(parent: u8, key: &'k str) -> Self {
+        Path { key, parent }
+    }
+}
+
+/// What [`walk`] found of one [`Path`]: the first such member and whether there were more.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Found<'a> {
+    /// The first member with the path's key in its parent's value, as [`members`] gives it:
+    /// what `members(parent).find(|m| unescaped_eq(m.key, key))` is. `None` if there is none,
+    /// or the parent is not an object or not found.
+    pub member: Option<Member<'a>>,
+    /// Whether the parent's value holds the key more than once.
+    pub duplicate: bool,
+}
+
+/// Containers nested this deep or deeper are not looked into by [`walk`] (they are still
+/// validated): a path can be at most this many members below the top-level object.
+pub const WALK_LEVELS: usize = 8;
+
+/// No path: the container or value is not one [`walk`] looks for.
+const NO_PATH: u8 = u8::MAX - 1;
+
+/// The visitor of [`walk`]: per nesting level, which path the container is the value of, and
+/// which path the member being read matched.
+struct Walker<'a, 'p, 'k> {
+    src: &'a [u8],
+    paths: &'p [Path<'k>],
+    found: &'p mut [Found<'a>],
+    /// Per level, the path whose value the container at that level is ([`Path::TOP`] for the
+    /// top-level value, [`NO_PATH`]).
+    container: [u8; WALK_LEVELS + 1],
+    /// Per level, the path the member being read matched, its key and where its value began.
+    pending: [u8; WALK_LEVELS + 1],
+    key: [&'a [u8]; WALK_LEVELS + 1],
+    start: [usize; WALK_LEVELS + 1],
+}
+
+impl<'a> Visit<'a> for Walker<'a, '_, '_> {
+    fn key(&mut self, level: usize, raw: &'a [u8]) {
+        let (Some(&container), Some(pending)) =
+            (self.container.get(level), self.pending.get_mut(level))
+        else {
+            return;
+        };
+        *pending = NO_PATH;
+        if container == NO_PATH {
+            return;
+        }
+        let matched = self
+            .paths
+            .iter()
+            .position(|p| p.parent == container && unescaped_eq(raw, p.key));
+        let Some((i, found)) = matched.and_then(|i| Some((i, self.found.get_mut(i)?))) else {
+            return;
+        };
+        if found.member.is_some() {
+            found.duplicate = true;
+        } else {
+            // At most 253 paths are told apart; a larger table's later paths are not found.
+            *pending = u8::try_from(i).unwrap_or(NO_PATH).min(NO_PATH);
+            if let Some(k) = self.key.get_mut(level) {
+                *k = raw;
+            }
+        }
+    }
+
+    fn begin(&mut self, level: usize, at: usize) {
+        let next = if level == 0 {
+            Path::TOP
+        } else {
+            self.pending.get(level).copied().unwrap_or(NO_PATH)
+        };
+        if let Some(s) = self.start.get_mut(level) {
+            *s = at;
+        }
+        // The level below, should this value be a container.
+        if let (Some(c), Some(p)) = (
+            self.container.get_mut(level + 1),
+            self.pending.get_mut(level + 1),
+        ) {
+            *c = next;
+            *p = NO_PATH;
+        }
+    }
+
+    fn end(&mut self, level: usize, end: usize, kind: Kind) {
+        if level == 0 {
+            return;
+        }
+        let Some(pending) = self.pending.get_mut(level) else {
+            return;
+        };
+        let i = core::mem::replace(pending, NO_PATH);
+        let start = self.start.get(level).copied().unwrap_or(0);
+        let key = self.key.get(level).copied().unwrap_or_default();
+        if let (Some(found), Some(value)) =
+            (self.found.get_mut(usize::from(i)), self.src.get(start..end))
+        {
+            found.member = Some(Member { key, value, kind });
+        }
+    }
+}
+
+/// Validates `src` as [`validate`] does and, in the same pass, finds the members `paths` name:
+/// `found[i]` is what was found of `paths[i]` (`found` is cleared first; a path without a slot
+/// in `found` is not looked for). One walk over the text instead of a validation and then a
+/// scan for each member, for a receiver short of code space or time. Strings are checked for
+/// UTF-8 as they are read: the same texts are accepted as by [`validate`], though a text that
+/// is both malformed and not UTF-8 may be refused for either.
+///
+/// # Errors
+/// [`JsonError`] describing the first problem found; `found` is then unspecified.
+pub fn walk<'a>(
+    src: &'a [u8],
+    paths: &[Path<'_>],
+    found: &mut [Found<'a>],
+) -> Result<Validated, JsonError> {
+    found.fill(Found::default());
+    let mut walker = Walker {
+        src,
+        paths,
+        found,
+        // Read at a level only after `begin` at the level above set them (the top-level
+        // value's `begin` sets level 1's), so zeros, which clear faster than a fill, will do.
+        container: [0; WALK_LEVELS + 1],
+        pending: [0; WALK_LEVELS + 1],
+        key: [&[]; WALK_LEVELS + 1],
+        start: [0; WALK_LEVELS + 1],
+    };
+    Scanner::new(src, true).run(&mut walker)
 }
 
 /// One member of a JSON object, as raw text; see [`members`].
@@ -776,6 +1003,27 @@ impl Unescaped<'_> {
         Some(v)
     }
 
+    /// The next character, escapes decoded, or `None` at the end or at a malformed escape or
+    /// UTF-8 sequence (then [`Unescaped::is_malformed`]): a string is read into a `str`
+    /// character by character, without `core::str::from_utf8`. Do not mix with `next`.
+    pub(crate) fn next_char(&mut self) -> Option<char> {
+        let rest = self.raw.get(self.pos..).unwrap_or_default();
+        let c = match rest.first()? {
+            b'\\' => {
+                self.pos += 1;
+                self.escape()
+            }
+            _ => utf8_char(rest).map(|(c, len)| {
+                self.pos += len;
+                c
+            }),
+        };
+        if c.is_none() {
+            self.malformed = true;
+        }
+        c
+    }
+
     /// Decodes the escape after a backslash at `pos - 1`.
     fn escape(&mut self) -> Option<char> {
         let c = *self.raw.get(self.pos)?;
@@ -900,6 +1148,8 @@ pub fn unescape<'d>(raw: &[u8], dst: &'d mut [u8]) -> Result<&'d str, JsonError>
 mod number_tests;
 #[cfg(test)]
 mod scan_tests;
+#[cfg(test)]
+mod walk_tests;
 
 #[cfg(test)]
 mod tests {

@@ -342,6 +342,27 @@ impl<const EVENTS: usize, const BYTES: usize> EventRing<EVENTS, BYTES> {
         self.event_at(seq, slot)
     }
 
+    /// [`EventRing::get`] for a caller that knows every type it appends: the event's type is
+    /// the one of `types` it was stored as, compared byte for byte, instead of being read back
+    /// as text (no UTF-8 check, which is code a firmware need not carry). `None` as for `get`,
+    /// or if the event's type is not among `types`.
+    #[must_use]
+    pub fn get_typed<'s>(&'s self, seq: Seq, types: &[EventType<'s>]) -> Option<EventRef<'s>> {
+        if !self.retained().contains(seq) {
+            return None;
+        }
+        let index = usize::try_from(seq.distance_from(self.earliest)).ok()?;
+        let slot = self.slots.get(index)?;
+        let (ty, payload) = self.parts(slot)?;
+        let event_type = types.iter().find(|t| t.as_str().as_bytes() == ty)?;
+        Some(EventRef {
+            seq,
+            at: slot.at,
+            event_type: event_type.as_str(),
+            payload,
+        })
+    }
+
     /// The retained events from `from` on, in seq order.
     pub fn iter_from(&self, from: Seq) -> impl Iterator<Item = EventRef<'_>> + '_ {
         let skip = usize::try_from(from.distance_from(self.earliest)).unwrap_or(usize::MAX);
@@ -356,14 +377,19 @@ impl<const EVENTS: usize, const BYTES: usize> EventRing<EVENTS, BYTES> {
     }
 
     fn event_at(&self, seq: Seq, slot: &Slot) -> Option<EventRef<'_>> {
-        let bytes = self.arena.get(slot.start..slot.end())?;
-        let (ty, payload) = bytes.split_at_checked(slot.type_len)?;
+        let (ty, payload) = self.parts(slot)?;
         Some(EventRef {
             seq,
             at: slot.at,
             event_type: core::str::from_utf8(ty).ok()?,
             payload,
         })
+    }
+
+    /// The stored type and payload of an entry.
+    fn parts(&self, slot: &Slot) -> Option<(&[u8], &[u8])> {
+        let bytes = self.arena.get(slot.start..slot.end())?;
+        bytes.split_at_checked(slot.type_len)
     }
 
     /// Where `len` contiguous bytes fit after the newest entry without touching the oldest.

@@ -3,12 +3,107 @@
 //! the raw text of params, result, error) means what `serde_json` reads in the line.
 //! `tasks/stream` params it accepts hold a string `taskId` and an `after` that is a
 //! non-negative integer ≤ 2^53 - 1.
+//!
+//! The one-pass parse (`rpc::parse_walked`) is checked against the general one on the same
+//! bytes: the same verdict, message and error, and the `params` members it finds are those
+//! `serde_json` reads (the first of each key; its duplicates flagged).
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
 use serde_json::{json, Value};
-use taskstream_core::rpc::{self, Message, ParseError};
+use taskstream_core::json::{self, Found, Kind, Path};
+use taskstream_core::rpc::{
+    self, Message, ParseError, RawMessage, RawParseError, RequestPaths, WalkedMessage,
+};
 use taskstream_core::RequestId;
+
+const WALK_PARAMS: [Path<'static>; 4] = [
+    Path::top("taskId"),
+    Path::top("after"),
+    Path::top("_meta"),
+    Path::under(2, "progressToken"),
+];
+const WALK_PATHS: RequestPaths<'static, 10> = RequestPaths::new(&WALK_PARAMS);
+
+/// The members of `object` with key `key`, keys compared decoded, by `serde_json`: their values.
+fn members_named(object: &[u8], key: &str) -> Vec<Value> {
+    // serde_json keeps the last of duplicate keys; read the object as pairs instead.
+    let pairs: Vec<(String, Value)> = match serde_json::from_slice::<Value>(object) {
+        Ok(Value::Object(_)) => json::members(object)
+            .map(|m| {
+                let k: String = serde_json::from_slice(&[b"\"", m.key, b"\""].concat())
+                    .expect("a key of accepted JSON is a JSON string");
+                let v: Value = serde_json::from_slice(m.value).expect("a member's value is JSON");
+                (k, v)
+            })
+            .collect(),
+        _ => Vec::new(),
+    };
+    pairs
+        .into_iter()
+        .filter(|(k, _)| k == key)
+        .map(|(_, v)| v)
+        .collect()
+}
+
+/// `parse_walked` against `parse_raw` on the same line.
+fn walked_agrees(data: &[u8]) {
+    let mut found: [Found<'_>; 10] = Default::default();
+    let walked = rpc::parse_walked(data, &WALK_PATHS, &mut found);
+    let mut scratch = [0u8; rpc::MAX_METHOD_BYTES];
+    let raw = rpc::parse_raw(data, &mut scratch);
+    let params = match (&walked, &raw) {
+        (
+            Ok(WalkedMessage::Request { id, method, params }),
+            Ok(RawMessage::Request {
+                id: i,
+                method: m,
+                params: p,
+            }),
+        ) => {
+            assert_eq!((id, params), (i, p));
+            assert!(json::unescaped_eq(method, m));
+            *params
+        }
+        (Ok(WalkedMessage::Notification { method, params }), Ok(RawMessage::Notification(n))) => {
+            assert!(json::unescaped_eq(method, n.method));
+            assert_eq!(*params, n.params);
+            *params
+        }
+        (
+            Ok(WalkedMessage::Response { id, outcome }),
+            Ok(RawMessage::Response { id: i, outcome: o }),
+        ) => {
+            assert_eq!((id, outcome), (i, o));
+            None
+        }
+        (Err(RawParseError::NotJson(_)), Err(RawParseError::NotJson(_))) => None,
+        (Err(a), Err(b)) => {
+            assert_eq!(a, b);
+            None
+        }
+        _ => panic!("parse_walked {walked:?}, parse_raw {raw:?}"),
+    };
+    let Some(params) = params.filter(|p| p.first() == Some(&b'{')) else {
+        return;
+    };
+    let check = |found: Found<'_>, expected: &[Value]| {
+        let value = found
+            .member
+            .map(|m| serde_json::from_slice::<Value>(m.value).expect("a found member is JSON"));
+        assert_eq!(value.as_ref(), expected.first());
+        assert_eq!(found.duplicate, expected.len() > 1);
+    };
+    check(rpc::param(&found, 0), &members_named(params, "taskId"));
+    check(rpc::param(&found, 1), &members_named(params, "after"));
+    let meta = members_named(params, "_meta");
+    check(rpc::param(&found, 2), &meta);
+    let under = match rpc::param(&found, 2).member {
+        Some(m) if m.kind == Kind::Object => members_named(m.value, "progressToken"),
+        _ => Vec::new(),
+    };
+    check(rpc::param(&found, 3), &under);
+}
 
 fn id_value(id: &RequestId) -> Value {
     match id {
@@ -22,6 +117,7 @@ fn params_value(raw: Option<&[u8]>) -> Option<Value> {
 }
 
 fuzz_target!(|data: &[u8]| {
+    walked_agrees(data);
     let mut scratch = [0u8; 256];
     let theirs = serde_json::from_slice::<Value>(data);
     let ours = rpc::parse(data, &mut scratch);

@@ -138,6 +138,27 @@ fn payloads_are_stored_compact() {
 }
 
 #[test]
+fn get_typed_reads_the_type_as_one_of_the_callers() {
+    let tock = EventType::new("dev.taskstream.tock").unwrap();
+    let tick_tock = EventType::new("dev.taskstream.tick.tock").unwrap();
+    let mut r: EventRing<4, 256> = EventRing::new();
+    for (i, t) in [ty(), tock, ty(), tick_tock].into_iter().enumerate() {
+        let p = std::format!("{{\"i\":{i}}}");
+        let _filled = r.append(Millis(0), t, payload(&p), &policy()).unwrap();
+    }
+    let known = [tock, ty(), tick_tock];
+    for seq in 0..4 {
+        let seq = Seq::new(seq).unwrap();
+        assert_eq!(r.get_typed(seq, &known), r.get(seq), "{seq:?}");
+    }
+    // A type the caller does not name is not guessed (a prefix of one is another type).
+    assert_eq!(r.get_typed(Seq::new(3).unwrap(), &[ty(), tock]), None);
+    assert_eq!(r.get_typed(Seq::new(1).unwrap(), &[]), None);
+    // Nor is an event that is not retained.
+    assert_eq!(r.get_typed(Seq::new(4).unwrap(), &known), None);
+}
+
+#[test]
 fn policy_limits_apply_below_the_capacity() {
     let mut r: EventRing<8, 256> = EventRing::new();
     let p = RetentionPolicy {

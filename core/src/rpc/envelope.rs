@@ -11,7 +11,7 @@
 use core::fmt;
 
 use crate::id::{RequestId, MAX_REQUEST_ID_BYTES};
-use crate::json::{self, JsonError, Kind, Member};
+use crate::json::{self, Found, JsonError, Kind, Member, Path};
 
 use super::error::ErrorCode;
 
@@ -227,13 +227,18 @@ pub(crate) fn read_id(value: &[u8], kind: Kind) -> Result<RequestId, IdProblem> 
             .map(RequestId::Number)
             .ok_or(IdProblem::Type),
         Kind::String => {
+            // Character by character into the id: the text was validated, so no
+            // `core::str::from_utf8` is needed (nor linked, on a firmware).
             let raw = string_contents(value).ok_or(IdProblem::Type)?;
-            let mut buf = [0u8; MAX_REQUEST_ID_BYTES];
-            match json::unescape(raw, &mut buf) {
-                Ok(s) => RequestId::try_from_str(s).map_err(|_| IdProblem::TooLong),
-                Err(JsonError::BufferTooSmall) => Err(IdProblem::TooLong),
-                Err(_) => Err(IdProblem::Type),
+            let mut id = heapless::String::<MAX_REQUEST_ID_BYTES>::new();
+            let mut chars = json::unescaped(raw);
+            while let Some(c) = chars.next_char() {
+                id.push(c).map_err(|_| IdProblem::TooLong)?;
             }
+            if chars.is_malformed() {
+                return Err(IdProblem::Type);
+            }
+            Ok(RequestId::String(id))
         }
         Kind::Bool | Kind::Object | Kind::Array => Err(IdProblem::Type),
     }
@@ -331,7 +336,12 @@ pub struct RawId<'a> {
     kind: Kind,
 }
 
-impl RawId<'_> {
+impl<'a> RawId<'a> {
+    /// The raw id of a member `value` of a validated text, if it reads as an id.
+    pub(crate) fn read(value: &'a [u8], kind: Kind) -> Result<Self, IdProblem> {
+        read_id(value, kind).map(|_| RawId { value, kind })
+    }
+
     /// The id, decoded: what [`parse`] gives. Always `Some` for an id from [`parse_raw`].
     #[must_use]
     pub fn decode(self) -> Option<RequestId> {
@@ -553,6 +563,195 @@ pub fn parse_raw<'a>(
         (None, _) => return Err(invalid(None, InvalidMessage::ResponseId)),
     };
     Ok(RawMessage::Response { id, outcome })
+}
+
+/// The envelope's members, the first six paths of every table [`parse_walked`] walks with:
+/// `jsonrpc`, `id`, `method`, `params`, `result`, `error`, members of the top-level object.
+pub const ENVELOPE_PATHS: [Path<'static>; 6] = [
+    Path::top("jsonrpc"),
+    Path::top("id"),
+    Path::top("method"),
+    Path::top("params"),
+    Path::top("result"),
+    Path::top("error"),
+];
+
+/// The index of `params` in [`ENVELOPE_PATHS`].
+const PARAMS: u8 = 3;
+
+/// The table of members [`parse_walked`] finds: the envelope's ([`ENVELOPE_PATHS`]), then
+/// the caller's members of `params` and below.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RequestPaths<'k, const N: usize> {
+    table: [Path<'k>; N],
+}
+
+impl<'k, const N: usize> RequestPaths<'k, N> {
+    /// The table for the members `params` names: a path whose parent is [`Path::TOP`] is a
+    /// member of `params`, any other parent an index into `params` itself. `N` is
+    /// `params.len() + 6`; anything else fails to compile (in a constant) or panics.
+    #[must_use]
+    pub const fn new(params: &[Path<'k>]) -> Self {
+        assert!(
+            N == ENVELOPE_PATHS.len() + params.len() && N < Path::TOP as usize - 1,
+            "N must be the number of params paths plus 6, and below 254"
+        );
+        let mut table = [Path::top(""); N];
+        let mut i = 0;
+        while i < N {
+            table[i] = if i < ENVELOPE_PATHS.len() {
+                ENVELOPE_PATHS[i]
+            } else {
+                let p = params[i - ENVELOPE_PATHS.len()];
+                Path {
+                    key: p.key,
+                    parent: if p.parent == Path::TOP {
+                        PARAMS
+                    } else {
+                        p.parent + ENVELOPE_PATHS.len() as u8
+                    },
+                }
+            };
+            i += 1;
+        }
+        RequestPaths { table }
+    }
+}
+
+/// What [`parse_walked`] found of a `params` path: `found` as it filled it, `i` an index into
+/// the `params` table the [`RequestPaths`] was made from.
+#[must_use]
+pub fn param<'a>(found: &[Found<'a>], i: usize) -> Found<'a> {
+    found
+        .get(ENVELOPE_PATHS.len() + i)
+        .copied()
+        .unwrap_or_default()
+}
+
+/// One incoming JSON-RPC message as [`parse_walked`] reads it: a [`RawMessage`] whose method
+/// is left as the raw contents of its string (escapes not decoded; compare it with
+/// [`json::unescaped_eq`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WalkedMessage<'a> {
+    /// A request: answer it.
+    Request {
+        /// The id to echo in the response.
+        id: RawId<'a>,
+        /// The method's raw contents.
+        method: &'a [u8],
+        /// The raw text of `params`, an object or an array, if present.
+        params: Option<&'a [u8]>,
+    },
+    /// A notification: never answered.
+    Notification {
+        /// The method's raw contents.
+        method: &'a [u8],
+        /// The raw text of `params`, an object or an array, if present.
+        params: Option<&'a [u8]>,
+    },
+    /// A response to a request the receiver sent.
+    Response {
+        /// The id answered; `None` for an error response with `id: null`.
+        id: Option<RawId<'a>>,
+        /// The result or the error, as raw text.
+        outcome: Outcome<'a>,
+    },
+}
+
+/// [`parse_raw`] in one walk over the line ([`json::walk`]): it validates the line and, in
+/// the same pass, finds the envelope and the members of `params` that `paths` names, into
+/// `found` (read them with [`param`]). The same messages and errors as [`parse_raw`] with a
+/// scratch of [`MAX_METHOD_BYTES`], the method left raw; no second scan of the line or of
+/// its params, and no `core::str::from_utf8`, for a receiver short of code space.
+///
+/// # Errors
+/// [`RawParseError`], as [`parse_raw`]. Never panics, whatever the bytes.
+pub fn parse_walked<'a, const N: usize>(
+    line: &'a [u8],
+    paths: &RequestPaths<'_, N>,
+    found: &mut [Found<'a>; N],
+) -> Result<WalkedMessage<'a>, RawParseError<'a>> {
+    let validated = json::walk(line, &paths.table, found).map_err(RawParseError::NotJson)?;
+    let invalid = |id: Option<RawId<'a>>, problem| RawParseError::Invalid { id, problem };
+    match validated.kind {
+        Kind::Object => {}
+        Kind::Array => return Err(invalid(None, InvalidMessage::Batch)),
+        _ => return Err(invalid(None, InvalidMessage::NotAnObject)),
+    }
+    let [jsonrpc, id, method, params, result, error, ..] = found.as_slice() else {
+        return Err(invalid(None, InvalidMessage::NotAnObject));
+    };
+    let duplicate = [jsonrpc, id, method, params, result, error]
+        .iter()
+        .any(|f| f.duplicate);
+    let (duplicate_id, id) = (id.duplicate, id.member);
+    let (jsonrpc, method, params, result, error) = (
+        jsonrpc.member,
+        method.member,
+        params.member,
+        result.member,
+        error.member,
+    );
+
+    let id: Option<Result<RawId<'a>, IdProblem>> = id.map(|m| RawId::read(m.value, m.kind));
+    let known_id = match id {
+        Some(Ok(id)) if !duplicate_id => Some(id),
+        _ => None,
+    };
+    if duplicate {
+        return Err(invalid(known_id, InvalidMessage::DuplicateMember));
+    }
+    let version_ok = jsonrpc
+        .filter(|m| m.kind == Kind::String)
+        .and_then(|m| string_contents(m.value))
+        .is_some_and(|raw| json::unescaped_eq(raw, "2.0"));
+    if !version_ok {
+        return Err(invalid(known_id, InvalidMessage::Version));
+    }
+
+    if let Some(method) = method {
+        if result.is_some() || error.is_some() {
+            return Err(invalid(known_id, InvalidMessage::Ambiguous));
+        }
+        let id = match id {
+            None => None,
+            Some(Ok(id)) => Some(id),
+            Some(Err(p)) => return Err(invalid(None, p.into())),
+        };
+        let method = match (method.kind, string_contents(method.value)) {
+            (Kind::String, Some(raw)) => raw,
+            _ => return Err(invalid(id, InvalidMessage::MethodType)),
+        };
+        let params = match params {
+            None => None,
+            Some(p) if matches!(p.kind, Kind::Object | Kind::Array) => Some(p.value),
+            Some(_) => return Err(invalid(id, InvalidMessage::ParamsType)),
+        };
+        // As `parse_raw` with a scratch of MAX_METHOD_BYTES: a method whose decoded name does
+        // not fit is unknown.
+        if json::has_escape(method) && json::unescaped(method).count() > MAX_METHOD_BYTES {
+            return Err(RawParseError::MethodTooLong { id });
+        }
+        return Ok(match id {
+            Some(id) => WalkedMessage::Request { id, method, params },
+            None => WalkedMessage::Notification { method, params },
+        });
+    }
+
+    let outcome = match (result, error) {
+        (Some(r), None) => Outcome::Result(r.value),
+        (None, Some(e)) if e.kind == Kind::Object => Outcome::Error(e.value),
+        (None, Some(_)) => return Err(invalid(known_id, InvalidMessage::ErrorType)),
+        (Some(_), Some(_)) => return Err(invalid(known_id, InvalidMessage::Ambiguous)),
+        (None, None) => return Err(invalid(known_id, InvalidMessage::NoMethod)),
+    };
+    let id = match (id, outcome) {
+        (Some(Ok(id)), _) => Some(id),
+        (Some(Err(IdProblem::Null)), Outcome::Error(_)) => None,
+        (Some(Err(p)), _) => return Err(invalid(None, p.into())),
+        (None, _) => return Err(invalid(None, InvalidMessage::ResponseId)),
+    };
+    Ok(WalkedMessage::Response { id, outcome })
 }
 
 #[cfg(test)]

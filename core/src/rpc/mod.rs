@@ -3,7 +3,7 @@
 //!
 //! | module | owns |
 //! | --- | --- |
-//! | [`envelope`] | [`parse`]: one incoming line into a [`Message`] or a classified [`ParseError`] |
+//! | [`envelope`] | [`parse`]: one incoming line into a [`Message`] or a classified [`ParseError`]; [`parse_raw`] and [`parse_walked`], the same with less code |
 //! | [`stream`] | the typed params of `tasks/stream` ([`parse_stream_params`], RS-01 / RS-02) and of `notifications/cancelled` |
 //! | [`error`] | [`ErrorCode`], [`Reason`], [`RpcError`]: **the one place** where an error becomes a code, a message and a `data.reason` |
 //! | [`write`](mod@write) | writing `notifications/tasks/event`, the `tasks/stream` result and error responses into a caller's buffer |
@@ -16,7 +16,9 @@
 //!
 //! Every incoming line is checked in full by [`crate::json::validate`] before anything is read
 //! from it: serde-json-core skips unknown fields without checking them, and a line such as
-//! `{"x":tru,"id":2}` must be a parse error (-32700), not a request.
+//! `{"x":tru,"id":2}` must be a parse error (-32700), not a request. [`parse_walked`] checks it
+//! in the same pass ([`crate::json::walk`]) that finds its members, and uses none of them
+//! unless the whole line passed.
 //!
 //! # Duplicate members
 //!
@@ -35,13 +37,14 @@ pub mod stream;
 pub mod write;
 
 pub use envelope::{
-    parse, parse_raw, InvalidMessage, Message, Notification, Outcome, ParseError, RawId,
-    RawMessage, RawParseError, Request, Response, MAX_METHOD_BYTES,
+    param, parse, parse_raw, parse_walked, InvalidMessage, Message, Notification, Outcome,
+    ParseError, RawId, RawMessage, RawParseError, Request, RequestPaths, Response, WalkedMessage,
+    ENVELOPE_PATHS, MAX_METHOD_BYTES,
 };
 pub use error::{ErrorCode, ErrorData, Reason, RpcError};
 pub use stream::{
-    parse_cancelled_params, parse_stream_params, CancelledParamsError, StreamParams,
-    StreamParamsError, MAX_TASK_ID_BYTES,
+    parse_cancelled_params, parse_stream_params, read_cancelled_params, read_stream_params,
+    CancelledParamsError, RawStreamParams, StreamParams, StreamParamsError, MAX_TASK_ID_BYTES,
 };
 pub use write::{
     error_len, event_len, stream_result_len, write_error, write_event, write_stream_result,

@@ -11,10 +11,10 @@
 use core::fmt;
 
 use crate::id::RequestId;
-use crate::json::{self, Kind, Member};
+use crate::json::{self, Found, Kind};
 use crate::seq::Seq;
 
-use super::envelope::{read_id, string_contents, IdProblem};
+use super::envelope::{string_contents, IdProblem, RawId};
 
 /// The longest task id accepted, in bytes once decoded. Longer ids cannot name a task of ours.
 pub const MAX_TASK_ID_BYTES: usize = 256;
@@ -126,27 +126,23 @@ impl fmt::Display for StreamParamsError {
 
 impl core::error::Error for StreamParamsError {}
 
-/// Finds the members named in `names` (each at most once) in the object `params`.
-///
-/// # Errors
-/// `Err(())` if one of them appears twice.
-fn pick<'a, const N: usize>(
-    params: &'a [u8],
-    names: [&str; N],
-) -> Result<[Option<Member<'a>>; N], ()> {
-    let mut found = [None; N];
+/// Finds the members named in `names` in the object `params`: the first of each, and whether
+/// it appears again (as [`json::walk`] finds them).
+fn pick<'a, const N: usize>(params: &'a [u8], names: [&str; N]) -> [Found<'a>; N] {
+    let mut found = [Found::default(); N];
     for m in json::members(params) {
         for (name, slot) in names.iter().zip(found.iter_mut()) {
             if json::unescaped_eq(m.key, name) {
-                if slot.is_some() {
-                    return Err(());
+                if slot.member.is_some() {
+                    slot.duplicate = true;
+                } else {
+                    slot.member = Some(m);
                 }
-                *slot = Some(m);
                 break;
             }
         }
     }
-    Ok(found)
+    found
 }
 
 /// Checks that `params` is one JSON object.
@@ -170,26 +166,65 @@ pub fn parse_stream_params(params: &[u8]) -> Result<StreamParams, StreamParamsEr
         Ok(_) => return Err(StreamParamsError::NotAnObject),
         Err(_) => return Err(StreamParamsError::Malformed),
     }
-    let [task_id, after] =
-        pick(params, ["taskId", "after"]).map_err(|()| StreamParamsError::DuplicateMember)?;
-
-    let task_id = task_id.ok_or(StreamParamsError::MissingTaskId)?;
-    let raw = match (task_id.kind, string_contents(task_id.value)) {
-        (Kind::String, Some(raw)) => raw,
-        _ => return Err(StreamParamsError::TaskIdNotString),
-    };
+    let [task_id, after] = pick(params, ["taskId", "after"]);
+    let raw = read_stream_params(Some(Kind::Object), task_id, after)?;
     let mut buf = [0u8; MAX_TASK_ID_BYTES];
-    let task_id = match json::unescape(raw, &mut buf) {
+    let task_id = match json::unescape(raw.task_id, &mut buf) {
         Ok(s) => heapless::String::try_from(s).map_err(|_| StreamParamsError::TaskIdTooLong)?,
         Err(json::JsonError::BufferTooSmall) => return Err(StreamParamsError::TaskIdTooLong),
         Err(_) => return Err(StreamParamsError::Malformed),
     };
+    Ok(StreamParams {
+        task_id,
+        after: raw.after,
+    })
+}
 
-    let after = match after {
+/// The params of a `tasks/stream` request as [`read_stream_params`] reads them: the task id left
+/// as the raw contents of its string.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RawStreamParams<'a> {
+    /// The task id's raw contents, escapes not decoded (compare with [`json::unescaped_eq`]);
+    /// at most [`MAX_TASK_ID_BYTES`] once decoded.
+    pub task_id: &'a [u8],
+    /// The exclusive resume cursor; `None` when omitted (RS-05).
+    pub after: Option<Seq>,
+}
+
+/// [`parse_stream_params`] from members already found in a validated line (by
+/// [`super::parse_walked`]): `params` is the kind of the params (`None` when absent, read as
+/// `{}`), `task_id` and `after` what was found of `taskId` and `after` in them. The same rules
+/// in the same order and the same errors; the task id is left raw.
+///
+/// # Errors
+/// [`StreamParamsError`], as [`parse_stream_params`].
+pub fn read_stream_params<'a>(
+    params: Option<Kind>,
+    task_id: Found<'a>,
+    after: Found<'a>,
+) -> Result<RawStreamParams<'a>, StreamParamsError> {
+    if !matches!(params, None | Some(Kind::Object)) {
+        return Err(StreamParamsError::NotAnObject);
+    }
+    if task_id.duplicate || after.duplicate {
+        return Err(StreamParamsError::DuplicateMember);
+    }
+    let task_id = task_id.member.ok_or(StreamParamsError::MissingTaskId)?;
+    let raw = match (task_id.kind, string_contents(task_id.value)) {
+        (Kind::String, Some(raw)) => raw,
+        _ => return Err(StreamParamsError::TaskIdNotString),
+    };
+    if json::unescaped(raw).count() > MAX_TASK_ID_BYTES {
+        return Err(StreamParamsError::TaskIdTooLong);
+    }
+    let after = match after.member {
         None => None,
         Some(m) => Some(parse_after(m.value, m.kind)?),
     };
-    Ok(StreamParams { task_id, after })
+    Ok(RawStreamParams {
+        task_id: raw,
+        after,
+    })
 }
 
 /// Reads `after` from its literal: `0` or `[1-9][0-9]*`, at most 2^53 - 1 (RS-01, RS-02, A-02).
@@ -264,10 +299,33 @@ impl core::error::Error for CancelledParamsError {}
 /// [`CancelledParamsError`]; the receiver then ignores the notification.
 pub fn parse_cancelled_params(params: &[u8]) -> Result<RequestId, CancelledParamsError> {
     object(params).map_err(|_| CancelledParamsError::NotAnObject)?;
-    let [request_id] =
-        pick(params, ["requestId"]).map_err(|()| CancelledParamsError::DuplicateMember)?;
-    let m = request_id.ok_or(CancelledParamsError::MissingRequestId)?;
-    read_id(m.value, m.kind).map_err(|p| match p {
+    let [request_id] = pick(params, ["requestId"]);
+    read_cancelled_params(Some(Kind::Object), request_id)?
+        .decode()
+        .ok_or(CancelledParamsError::RequestIdType)
+}
+
+/// [`parse_cancelled_params`] from the member already found in a validated line (by
+/// [`super::parse_walked`]): `params` is the kind of the params (`None` when absent, read as
+/// `{}`), `request_id` what was found of `requestId` in them. The same rules and errors; the
+/// id is left raw ([`RawId::decode`] decodes it).
+///
+/// # Errors
+/// [`CancelledParamsError`], as [`parse_cancelled_params`].
+pub fn read_cancelled_params(
+    params: Option<Kind>,
+    request_id: Found<'_>,
+) -> Result<RawId<'_>, CancelledParamsError> {
+    if !matches!(params, None | Some(Kind::Object)) {
+        return Err(CancelledParamsError::NotAnObject);
+    }
+    if request_id.duplicate {
+        return Err(CancelledParamsError::DuplicateMember);
+    }
+    let m = request_id
+        .member
+        .ok_or(CancelledParamsError::MissingRequestId)?;
+    RawId::read(m.value, m.kind).map_err(|p| match p {
         IdProblem::TooLong => CancelledParamsError::RequestIdTooLong,
         IdProblem::Null | IdProblem::Type => CancelledParamsError::RequestIdType,
     })

@@ -1,4 +1,5 @@
-//! The memory routines the compiler calls (`__aeabi_memcpy*`, `__aeabi_memclr*`, `memcmp`),
+//! The memory routines the compiler calls (`__aeabi_memcpy*`, `__aeabi_memclr*`,
+//! `__aeabi_memset*`, `memcmp`),
 //! as plain byte loops. `compiler_builtins` links speed-tuned versions (word copies with
 //! unaligned heads and tails: about 1.3 KiB for `memcpy`, its aligned variants, `memclr4` and
 //! `memcmp`); the agent copies a few hundred bytes per message and clears its statics once,
@@ -89,6 +90,40 @@ pub unsafe extern "C" fn __aeabi_memclr4(dst: *mut u8, n: usize) {
 pub unsafe extern "C" fn __aeabi_memclr8(dst: *mut u8, n: usize) {
     // SAFETY: the same contract.
     unsafe { __aeabi_memclr(dst, n) }
+}
+
+/// Fills `n` bytes at `dst` with the low byte of `c`.
+///
+/// # Safety
+/// `dst` valid for writes of `n` bytes.
+#[no_mangle]
+pub unsafe extern "C" fn __aeabi_memset(dst: *mut u8, n: usize, c: i32) {
+    let mut i = 0;
+    while i < n {
+        // SAFETY: `i < n`, and the range is valid for `n` bytes (the caller's contract).
+        unsafe { write_volatile(dst.add(i), c as u8) };
+        i += 1;
+    }
+}
+
+/// [`__aeabi_memset`] with `dst` 4-byte aligned.
+///
+/// # Safety
+/// As [`__aeabi_memset`].
+#[no_mangle]
+pub unsafe extern "C" fn __aeabi_memset4(dst: *mut u8, n: usize, c: i32) {
+    // SAFETY: the same contract.
+    unsafe { __aeabi_memset(dst, n, c) }
+}
+
+/// [`__aeabi_memset`] with `dst` 8-byte aligned.
+///
+/// # Safety
+/// As [`__aeabi_memset`].
+#[no_mangle]
+pub unsafe extern "C" fn __aeabi_memset8(dst: *mut u8, n: usize, c: i32) {
+    // SAFETY: the same contract.
+    unsafe { __aeabi_memset(dst, n, c) }
 }
 
 /// Compares `n` bytes: negative, zero or positive as `a` sorts before, with or after `b`.

@@ -107,10 +107,12 @@ impl Out {
         loop {
             let leap =
                 year.is_multiple_of(4) && (!year.is_multiple_of(100) || year.is_multiple_of(400));
-            let length = match month {
-                2 => 28 + u32::from(leap),
-                4 | 6 | 9 | 11 => 30,
-                _ => 31,
+            // 31 days in the odd months up to July and the even ones from August, 30 in the
+            // others; February's 28 or 29.
+            let length = if month == 2 {
+                28 + u32::from(leap)
+            } else {
+                30 + ((month + (month >> 3)) & 1)
             };
             if day < length {
                 break;

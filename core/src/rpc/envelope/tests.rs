@@ -8,8 +8,110 @@ fn sid(s: &str) -> RequestId {
     RequestId::try_from_str(s).unwrap()
 }
 
+/// The `params` members the walked parse is asked for in these tests: the stream's and the
+/// cancellation's, and one nested.
+const WALK_PARAMS: [Path<'static>; 5] = [
+    Path::top("taskId"),
+    Path::top("after"),
+    Path::top("requestId"),
+    Path::top("_meta"),
+    Path::under(3, "k"),
+];
+const WALK_PATHS: RequestPaths<'static, 11> = RequestPaths::new(&WALK_PARAMS);
+
+/// `parse_walked` answers as `parse_raw` (with a scratch of `MAX_METHOD_BYTES`) does: the same
+/// message, its method raw, or the same error (a line that is not JSON, the same verdict); the
+/// members of `params` it finds are what the member scanner finds; and the stream's and the
+/// cancellation's params read from them are what their parsers read from the text.
+#[track_caller]
+fn check_walked(line: &[u8]) {
+    let text = String::from_utf8_lossy(line);
+    let mut found = Default::default();
+    let walked = parse_walked(line, &WALK_PATHS, &mut found);
+    let mut scratch = [0u8; MAX_METHOD_BYTES];
+    let raw = parse_raw(line, &mut scratch);
+    let params = match (&walked, &raw) {
+        (
+            Ok(WalkedMessage::Request { id, method, params }),
+            Ok(RawMessage::Request {
+                id: raw_id,
+                method: raw_method,
+                params: raw_params,
+            }),
+        ) => {
+            assert_eq!(id, raw_id, "{text}");
+            assert!(json::unescaped_eq(method, raw_method), "{text}");
+            assert_eq!(params, raw_params, "{text}");
+            *params
+        }
+        (Ok(WalkedMessage::Notification { method, params }), Ok(RawMessage::Notification(n))) => {
+            assert!(json::unescaped_eq(method, n.method), "{text}");
+            assert_eq!(*params, n.params, "{text}");
+            *params
+        }
+        (
+            Ok(WalkedMessage::Response { id, outcome }),
+            Ok(RawMessage::Response {
+                id: raw_id,
+                outcome: raw_outcome,
+            }),
+        ) => {
+            assert_eq!((id, outcome), (raw_id, raw_outcome), "{text}");
+            return;
+        }
+        (Err(RawParseError::NotJson(_)), Err(RawParseError::NotJson(_))) => return,
+        (Err(a), Err(b)) => {
+            assert_eq!(a, b, "{text}");
+            return;
+        }
+        _ => panic!("{text}: parse_walked gave {walked:?}, parse_raw {raw:?}"),
+    };
+    let object = params.filter(|p| p.first() == Some(&b'{'));
+    for (i, path) in WALK_PARAMS.iter().enumerate() {
+        let parent = if path.parent == Path::TOP {
+            object
+        } else {
+            param(&found, usize::from(path.parent))
+                .member
+                .filter(|m| m.kind == Kind::Object)
+                .map(|m| m.value)
+        };
+        let mut matching = json::members(parent.unwrap_or_default())
+            .filter(|m| json::unescaped_eq(m.key, path.key));
+        let expected = Found {
+            member: matching.next(),
+            duplicate: matching.next().is_some(),
+        };
+        assert_eq!(param(&found, i), expected, "{text}: path {i}");
+    }
+    let kind = params.map(|p| {
+        if p.first() == Some(&b'{') {
+            Kind::Object
+        } else {
+            Kind::Array
+        }
+    });
+    let text_params = params.unwrap_or(b"{}");
+    let stream = crate::rpc::read_stream_params(kind, param(&found, 0), param(&found, 1));
+    match (stream, parse_stream_params(text_params)) {
+        (Ok(a), Ok(b)) => {
+            assert!(json::unescaped_eq(a.task_id, &b.task_id), "{text}");
+            assert_eq!(a.after, b.after, "{text}");
+        }
+        (Err(a), Err(b)) => assert_eq!(a, b, "{text}"),
+        (a, b) => panic!("{text}: read_stream_params {a:?}, parse_stream_params {b:?}"),
+    }
+    let cancelled = crate::rpc::read_cancelled_params(kind, param(&found, 2));
+    assert_eq!(
+        cancelled.map(|id| id.decode()),
+        crate::rpc::parse_cancelled_params(text_params).map(Some),
+        "{text}"
+    );
+}
+
 #[track_caller]
 fn check(line: &[u8], expected: Result<Message<'_>, ParseError>) {
+    check_walked(line);
     let mut scratch = [0u8; MAX_METHOD_BYTES];
     let got = parse(line, &mut scratch);
     assert_eq!(got, expected, "{:?}", String::from_utf8_lossy(line));
@@ -241,6 +343,17 @@ fn megabyte_strings() {
     let err = parse(line.as_bytes(), &mut scratch).unwrap_err();
     assert_eq!(err, ParseError::MethodTooLong { id: None });
     assert!(!err.is_answered());
+    check_walked(line.as_bytes());
+    // The walked parse, which decodes no method, tells the same lengths apart.
+    for n in [MAX_METHOD_BYTES - 1, MAX_METHOD_BYTES] {
+        let a = "a".repeat(n);
+        for line in [
+            std::format!(r#"{{"jsonrpc":"2.0","id":1,"method":"\/{a}"}}"#),
+            std::format!(r#"{{"jsonrpc":"2.0","method":"\/{a}"}}"#),
+        ] {
+            check_walked(line.as_bytes());
+        }
+    }
 }
 
 #[test]
@@ -605,6 +718,12 @@ fn envelope() -> impl Strategy<Value = String> {
             "{}",
             "[]",
             r#"{"taskId":"t","after":1}"#,
+            r#"{"taskId":"t","taskId":"u"}"#,
+            r#"{"after":-1,"taskId":"t"}"#,
+            r#"{"t\u0061skId":"\u00e9","after":null}"#,
+            r#"{"requestId":"r","_meta":{"k":1,"k":2}}"#,
+            r#"{"_meta":[{"k":1}],"requestId":-0,"after":1e2}"#,
+            r#"{"requestId":1.5,"_meta":{"k":{"k":3}},"taskId":7}"#,
             r#""x""#,
             "null",
             "1",
@@ -628,6 +747,7 @@ fn envelope() -> impl Strategy<Value = String> {
 proptest! {
     #[test]
     fn classification_agrees_with_a_serde_json_oracle(line in envelope()) {
+        check_walked(line.as_bytes());
         prop_assert_eq!(ours(&line), oracle(&line), "{}", line);
     }
 
@@ -646,6 +766,7 @@ proptest! {
                 _ => bytes.push(b),
             }
         }
+        check_walked(&bytes);
         let mut scratch = [0u8; MAX_METHOD_BYTES];
         let ours_not_json = matches!(parse(&bytes, &mut scratch), Err(ParseError::NotJson(_)));
         let theirs_not_json = serde_json::from_slice::<serde_json::Value>(&bytes).is_err();
@@ -656,6 +777,7 @@ proptest! {
     fn arbitrary_bytes_never_panic_and_parse_errors_agree(
         bytes in proptest::collection::vec(any::<u8>(), 0..200),
     ) {
+        check_walked(&bytes);
         let mut scratch = [0u8; 8];
         let ours_not_json = matches!(parse(&bytes, &mut scratch), Err(ParseError::NotJson(_)));
         let theirs_not_json = serde_json::from_slice::<serde_json::Value>(&bytes).is_err();
