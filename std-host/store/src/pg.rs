@@ -139,6 +139,10 @@ const READ_AHEAD: usize = 4096;
 /// every replica drops its cache of events.
 const RETENTION_NOTICE: &str = "retention";
 
+/// The payload of the notification of a task's end: every replica's local lookups read the
+/// rows again (the replica that held the task's lease learns that it ended).
+const END_NOTICE: &str = "end";
+
 /// The most event rows one statement of a retention sweep deletes.
 const SWEEP_CHUNK: i64 = 10_000;
 
@@ -148,10 +152,12 @@ const MAX_BATCH: usize = 16_384;
 /// The most bytes of appends queued and not yet committed before producers wait.
 const MAX_PENDING_BYTES: usize = 32 << 20;
 
-/// One group commit, as one statement: the fence and the moves of the tasks' rows (`$1..$6`),
-/// the events of the tasks that passed it (`$7..$11`), the rows the count limit pushes out,
-/// one notification. Returns the ids of the tasks whose row moved.
-const APPEND_BATCH: &str = "\
+/// The fence of one group commit and the moves of the tasks' rows (`$1..$6`), the rows the
+/// count limit pushes out, one notification; the first statement of the batch's transaction,
+/// which then copies the events of the tasks that passed ([`COPY_EVENTS`]). Returns the ids of
+/// the tasks whose row moved (their rows stay locked until the transaction ends, so nothing
+/// else moves them in between).
+const FENCE_BATCH: &str = "\
 WITH d AS (
     SELECT * FROM unnest($1::text[], $2::bigint[], $3::bigint[], $4::bigint[], $5::bigint[])
         AS d(task_id, expect, next, lo, floor)
@@ -161,18 +167,27 @@ WITH d AS (
     WHERE t.task_id = d.task_id AND t.owner = $6
         AND t.status IN ('working', 'input_required') AND t.next_seq = d.expect
     RETURNING t.task_id
-), ins AS (
-    INSERT INTO taskstream_events (task_id, seq, type, payload, at)
-    SELECT e.task_id, e.seq, e.type, e.payload, e.at
-    FROM unnest($7::text[], $8::bigint[], $9::text[], $10::text[], $11::bigint[])
-        AS e(task_id, seq, type, payload, at)
-    WHERE e.task_id IN (SELECT task_id FROM moved)
 ), gone AS (
     DELETE FROM taskstream_events x USING d
     WHERE x.task_id = d.task_id AND d.floor > d.lo AND x.seq >= d.lo AND x.seq < d.floor
         AND d.task_id IN (SELECT task_id FROM moved)
 )
 SELECT task_id, pg_notify('taskstream', '') IS NULL FROM moved";
+
+/// The events of a group commit, in PostgreSQL's binary copy format (no text or array to
+/// parse on the database's side), in the transaction whose [`FENCE_BATCH`] let their tasks
+/// through.
+const COPY_EVENTS: &str =
+    "COPY taskstream_events (task_id, seq, type, payload, at) FROM STDIN (FORMAT binary)";
+
+/// The column types of [`COPY_EVENTS`].
+const COPY_TYPES: [postgres::types::Type; 5] = [
+    postgres::types::Type::TEXT,
+    postgres::types::Type::INT8,
+    postgres::types::Type::TEXT,
+    postgres::types::Type::TEXT,
+    postgres::types::Type::INT8,
+];
 
 /// What this replica knows of a task it writes (it holds the task's lease).
 struct Head {
@@ -184,6 +199,24 @@ struct Head {
     done: i64,
     /// Why the task's appends are refused from now on, once a batch of it was.
     refused: Option<Refusal>,
+    /// What the local lookup answers from (see [`Replica::local_lookup`]).
+    known: Known,
+}
+
+/// What a replica that holds a task's lease knows of the task's row without reading it: the
+/// committed range (its writer moves it, after each batch that committed and was cached) and
+/// the record (a running task's record changes only when it ends). Trusted while no floor
+/// moved and no end happened elsewhere: `epoch` is the [`Replica::epoch`] it was last known
+/// to be exact at.
+struct Known {
+    /// The task's record, when this replica created it (`None`: lookups read the row).
+    record: Option<Box<TaskRecord>>,
+    /// The seq after the last event of a batch that committed.
+    next: i64,
+    /// The floor as of the last batch that committed (or as last read from the row).
+    floor: i64,
+    /// The epoch at which `floor` was at least the row's; `None`: never trusted.
+    epoch: Option<u64>,
 }
 
 impl Head {
@@ -193,6 +226,12 @@ impl Head {
             floor,
             done: next,
             refused: None,
+            known: Known {
+                record: None,
+                next,
+                floor,
+                epoch: None,
+            },
         }
     }
 
@@ -394,6 +433,10 @@ struct Replica {
     lanes: Vec<Lane>,
     /// Committed events, consulted before the database.
     cache: EventCache,
+    /// Moves whenever a floor may have moved or a task may have ended without this replica's
+    /// writer knowing (a retention sweep, another replica's end, a listener reconnect): the
+    /// local lookups known at an older epoch are not answered until the row was read again.
+    epoch: AtomicU64,
     stop: AtomicBool,
     stop_signal: (Mutex<bool>, Condvar),
     /// When the store opened: the origin of `renewed`.
@@ -518,6 +561,7 @@ impl PgStore {
             in_use: (Mutex::new(PoolCount::default()), Condvar::new()),
             pool_waits: AtomicU64::new(0),
             cache: EventCache::new(config.cache_bytes),
+            epoch: AtomicU64::new(0),
             pool_size: config.pool_size.max(1),
             changes: ChangeSignal::default(),
             lanes: (0..config.writers.clamp(1, 16))
@@ -816,6 +860,7 @@ impl Replica {
             .map_err(|e| AppendError::Storage(StoreError::Corrupt(format!("task record: {e}"))))?;
         let created = millis_i64(record.created_at);
         let at = millis_i64(now);
+        let epoch = self.epoch.load(Ordering::SeqCst);
         let inserted = self
             .with("cannot create a task", true, |c| {
                 let mut tx = c.transaction()?;
@@ -849,9 +894,14 @@ impl Replica {
                 record.task_id.clone(),
             )));
         }
+        // Read before the row was written: an epoch moved since (a sweep, an end elsewhere)
+        // leaves the local lookup untrusted until the row is read again.
+        let mut head = Head::new(1, 0);
+        head.known.record = Some(Box::new(record.clone()));
+        head.known.epoch = Some(epoch);
         lock(&self.lane(&record.task_id).pipe)
             .heads
-            .insert(record.task_id.clone(), Head::new(1, 0));
+            .insert(record.task_id.clone(), head);
         self.cache.forget(&record.task_id);
         self.cache.insert(
             &record.task_id,
@@ -945,7 +995,9 @@ impl Replica {
                         &[&task_id, &floor, &new_floor],
                     )?;
                 }
-                tx.execute("SELECT pg_notify('taskstream', '')", &[])?;
+                // Every replica's local lookups stop answering (one of them may hold the
+                // task's lease: a cancellation through another replica, a lease reaped).
+                tx.execute("SELECT pg_notify('taskstream', $1)", &[&END_NOTICE])?;
                 tx.commit()?;
                 Ok(Ok((seq, new_floor)))
             })
@@ -968,6 +1020,10 @@ impl Replica {
     }
 
     fn lookup(&self, task_id: &str) -> Result<Option<TaskView>, StoreError> {
+        if let Some(view) = self.local_lookup(task_id) {
+            return Ok(Some(view));
+        }
+        let epoch = self.epoch.load(Ordering::SeqCst);
         let row = self.with("cannot read a task", false, |c| {
             let st = c.prep(LOOKUP)?;
             c.query_opt(&st, &[&task_id])
@@ -977,8 +1033,61 @@ impl Replica {
             Some(r) => self.cache.raise_floor(task_id, r.get(1)),
             None => self.cache.forget(task_id),
         }
-        row.map(|r| view_of(r.get(0), r.get(1), r.get(2)))
-            .transpose()
+        let view = row
+            .map(|r| view_of(r.get(0), r.get(1), r.get(2)))
+            .transpose()?;
+        if let Some(v) = &view {
+            self.trust(task_id, v, epoch);
+        }
+        Ok(view)
+    }
+
+    /// A running task's view answered from what this replica knows, without the database:
+    /// only while it holds the task's lease (its writer moves the committed range), created
+    /// the task here (it has the record), no batch of it was refused, and nothing moved the
+    /// epoch since the range was last known exact. The range is never one the database has
+    /// not committed (moved after the commit), and the floor never lower than the row's
+    /// (a sweep anywhere, or an end elsewhere, moves the epoch first; see
+    /// [`epoch`](Replica::epoch)).
+    fn local_lookup(&self, task_id: &str) -> Option<TaskView> {
+        let epoch = self.epoch.load(Ordering::SeqCst);
+        let p = lock(&self.lane(task_id).pipe);
+        let h = p.heads.get(task_id)?;
+        if h.refused.is_some() || h.known.epoch != Some(epoch) {
+            return None;
+        }
+        let record = h.known.record.as_deref()?;
+        let retained = Retained::new(seq_of(h.known.floor).ok()?, seq_of(h.known.next).ok()?)?;
+        Some(TaskView {
+            record: record.clone(),
+            retained,
+        })
+    }
+
+    /// After a read of the task's row that began at `epoch`: the local lookup answers again
+    /// if the row says the task still runs (the floor raised to the row's) and the epoch did
+    /// not move meanwhile.
+    fn trust(&self, task_id: &str, view: &TaskView, epoch: u64) {
+        if view.record.status.is_terminal() {
+            return;
+        }
+        let mut p = lock(&self.lane(task_id).pipe);
+        if self.epoch.load(Ordering::SeqCst) != epoch {
+            return;
+        }
+        if let Some(h) = p.heads.get_mut(task_id) {
+            if h.known.record.is_some() {
+                let floor = i64_of(view.retained.earliest());
+                h.known.floor = h.known.floor.max(floor);
+                h.known.next = h.known.next.max(h.known.floor);
+                h.known.epoch = Some(epoch);
+            }
+        }
+    }
+
+    /// Local lookups answered so far stop (until each task's row is read again).
+    fn distrust(&self) {
+        self.epoch.fetch_add(1, Ordering::SeqCst);
     }
 
     fn tasks(&self) -> Result<Vec<TaskView>, StoreError> {
@@ -1317,6 +1426,19 @@ impl Replica {
                     self.cache.insert(&t.task_id, t.floor, from, events);
                 }
             }
+            // The committed range the local lookup answers, moved once the events are in the
+            // cache (a reader that learns of them finds them there).
+            {
+                let mut p = lock(&lane.pipe);
+                for t in &tasks {
+                    if matches!(outcome.get(&t.task_id), None | Some(Verdict::Committed)) {
+                        if let Some(h) = p.heads.get_mut(&t.task_id) {
+                            h.known.next = h.known.next.max(t.next);
+                            h.known.floor = h.known.floor.max(t.floor);
+                        }
+                    }
+                }
+            }
             lane.cond.notify_all();
             for (tx, r) in replies {
                 let _ = tx.send(r);
@@ -1368,11 +1490,13 @@ impl Replica {
         }
     }
 
-    /// One group commit, one statement (so one round trip and one transaction): each task's
-    /// row moves its next seq and floor only if it is still running, owned by this replica and
-    /// at the seq the batch starts from (the fence); only the events of the tasks whose row
-    /// moved are inserted, the rows pushed out by the count limit go, and one notification
-    /// wakes the other replicas. Returns the ids of the tasks whose row moved.
+    /// One group commit, one transaction: the fenced statement first ([`FENCE_BATCH`]: each
+    /// task's row moves its next seq and floor only if it is still running, owned by this
+    /// replica and at the seq the batch starts from; the rows pushed out by the count limit
+    /// go; one notification, sent at commit), then the events of the tasks whose row moved by
+    /// `COPY … (FORMAT binary)` ([`COPY_EVENTS`]), then `COMMIT`. A deposed writer's events
+    /// are never copied: its tasks' rows did not move. Returns the ids of the tasks whose row
+    /// moved.
     fn try_batch(
         &self,
         c: &mut Conn,
@@ -1395,44 +1519,35 @@ impl Replica {
             d_floor.push(t.floor);
             floors.insert(t.task_id.as_str(), t.floor);
         }
-        let n = batch.len();
-        let (mut e_task, mut e_seq, mut e_type, mut e_payload, mut e_at) = (
-            Vec::with_capacity(n),
-            Vec::with_capacity(n),
-            Vec::with_capacity(n),
-            Vec::with_capacity(n),
-            Vec::with_capacity(n),
-        );
-        for j in batch {
-            // An event already below its task's new floor (a batch longer than the count
-            // limit) is never stored.
-            if floors.get(j.task_id.as_str()).is_some_and(|f| j.seq < *f) {
-                continue;
-            }
-            e_task.push(j.task_id.as_str());
-            e_seq.push(j.seq);
-            e_type.push(j.event_type.as_str());
-            e_payload.push(j.payload.as_str());
-            e_at.push(millis_i64(j.at));
-        }
-        let st = c.prep(APPEND_BATCH)?;
-        let rows = c.query(
-            &st,
-            &[
-                &d_task,
-                &d_expect,
-                &d_next,
-                &d_lo,
-                &d_floor,
-                &self.replica,
-                &e_task,
-                &e_seq,
-                &e_type,
-                &e_payload,
-                &e_at,
-            ],
+        let fence = c.prep(FENCE_BATCH)?;
+        let copy = c.prep(COPY_EVENTS)?;
+        let mut tx = c.transaction()?;
+        let rows = tx.query(
+            &fence,
+            &[&d_task, &d_expect, &d_next, &d_lo, &d_floor, &self.replica],
         )?;
-        Ok(rows.iter().map(|r| r.get(0)).collect())
+        let moved: HashSet<String> = rows.iter().map(|r| r.get(0)).collect();
+        // Only the events of the tasks that passed the fence, and none already below its
+        // task's new floor (a batch longer than the count limit).
+        let mut events = batch.iter().filter(|j| {
+            moved.contains(&j.task_id) && floors.get(j.task_id.as_str()).is_none_or(|f| j.seq >= *f)
+        });
+        if let Some(first) = events.next() {
+            let sink = tx.copy_in(&copy)?;
+            let mut w = postgres::binary_copy::BinaryCopyInWriter::new(sink, &COPY_TYPES);
+            for j in std::iter::once(first).chain(events) {
+                w.write(&[
+                    &j.task_id,
+                    &j.seq,
+                    &j.event_type,
+                    &j.payload,
+                    &millis_i64(j.at),
+                ])?;
+            }
+            w.finish()?;
+        }
+        tx.commit()?;
+        Ok(moved)
     }
 
     /// Why the tasks of a batch that the statement did not move were refused: a task gone
@@ -1516,7 +1631,8 @@ impl Replica {
             };
             backoff = Duration::from_millis(100);
             // Notifications may have been missed while the listener was away, a retention
-            // notice among them.
+            // notice or an end among them.
+            self.distrust();
             self.cache.clear();
             self.changes.notify();
             while !self.stop.load(Ordering::SeqCst) {
@@ -1530,7 +1646,11 @@ impl Replica {
                             Ok(Some(n)) => {
                                 if n.payload() == RETENTION_NOTICE {
                                     // Floors moved elsewhere: nothing cached is trusted.
+                                    self.distrust();
                                     self.cache.clear();
+                                } else if n.payload() == END_NOTICE {
+                                    // A task ended, maybe one this replica holds the lease of.
+                                    self.distrust();
                                 }
                                 self.changes.notify();
                             }
@@ -1663,6 +1783,7 @@ impl Replica {
                     &[&ids],
                 )
             })?;
+            self.distrust();
             for id in &ids {
                 self.cache.forget(id);
             }
@@ -1717,6 +1838,7 @@ impl Replica {
                 )?;
                 Ok(floor)
             })?;
+            self.distrust();
             self.cache.raise_floor(id, floor);
             let mut lo = old_floor;
             while lo < floor {
@@ -1741,6 +1863,7 @@ impl Replica {
     /// Rings the change signal here and, by `NOTIFY`, on every other replica (after a
     /// sweep that moved floors: every replica drops its cache of events).
     fn notify_all_replicas(&self) {
+        self.distrust();
         self.cache.clear();
         let _ = self.with("cannot notify", true, |c| {
             c.execute("SELECT pg_notify('taskstream', $1)", &[&RETENTION_NOTICE])
