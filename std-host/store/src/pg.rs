@@ -1133,39 +1133,58 @@ impl Replica {
         };
         let limit = i64::try_from(fetch).unwrap_or(i64::MAX);
         let from_i = i64_of(from);
-        let rows = self.with("cannot read events", false, |c| {
+        // Rows are taken as they arrive (the database sends the next while this thread copies
+        // the last), into the events the read hands out and the cache keeps.
+        let (events, first) = self.with("cannot read events", false, |c| {
             // No row below the task's floor is ever visible for long: the floor moves before
             // the rows below it go, which go lowest first (and the caller decided from the
             // floor before it read).
             let st = c.prep(READ_EVENTS)?;
-            c.query(&st, &[&task_id, &from_i, &limit])
+            let mut rows = c.query_raw(
+                &st,
+                [
+                    &task_id as &(dyn postgres::types::ToSql + Sync),
+                    &from_i,
+                    &limit,
+                ],
+            )?;
+            let mut events: Vec<Cached> = Vec::with_capacity(fetch.min(READ_AHEAD));
+            let mut expected = from_i;
+            let mut gap = false;
+            while let Some(r) = rows.next()? {
+                if gap {
+                    continue;
+                }
+                let seq: i64 = r.try_get(0)?;
+                if seq != expected {
+                    // A seq no longer retained (retention ran): the batch stops before it.
+                    gap = true;
+                    continue;
+                }
+                let event_type: &str = r.try_get(1)?;
+                let payload: &str = r.try_get(2)?;
+                let at: i64 = r.try_get(3)?;
+                let at = Millis(u64::try_from(at).unwrap_or(0));
+                events.push(Cached::new(at, event_type, payload.as_bytes()));
+                expected += 1;
+            }
+            Ok((events, from_i))
         })?;
         let mut n = 0;
-        let mut expected = from;
-        let mut keep = Vec::with_capacity(if self.cache.enabled() { rows.len() } else { 0 });
-        for r in &rows {
-            let seq = seq_of(r.get(0))?;
-            if seq != expected {
-                // A seq no longer retained (retention ran): the batch stops before it.
-                break;
-            }
-            let event_type: &str = r.get(1);
-            let payload: &str = r.get(2);
-            let at: i64 = r.get(3);
-            let at = Millis(u64::try_from(at).unwrap_or(0));
-            let c = Cached::new(at, event_type, payload.as_bytes());
-            if n < max {
-                push(RawEvent::shared(seq, at, c.bytes.clone(), c.type_len));
-                n += 1;
-            }
-            if self.cache.enabled() {
-                keep.push(c);
-            }
-            match seq.next() {
-                Some(s) => expected = s,
-                None => break,
-            }
+        for (i, c) in (first..).zip(events.iter().take(max)) {
+            push(RawEvent::shared(
+                seq_of(i)?,
+                c.at,
+                c.bytes.clone(),
+                c.type_len,
+            ));
+            n += 1;
         }
+        let keep = if self.cache.enabled() {
+            events
+        } else {
+            Vec::new()
+        };
         if !keep.is_empty() {
             // The floor is not known here (0 raises nothing): the entry keeps the highest
             // floor this replica saw, and the next lookup raises it.
