@@ -17,16 +17,18 @@
 //!   change and its event commit together. An event's seq is taken by the replica that holds
 //!   the task's lease, from the task's head in memory (loaded from the row at its first
 //!   append); the batch that writes it moves the row's `next_seq` only where the row is still
-//!   running, owned by this replica and at the batch's first seq, in the statement that
-//!   inserts the events: a deposed writer's late batch is refused by the database, and
+//!   running, owned by this replica and at the batch's first seq, in the transaction that
+//!   then copies the events of the tasks whose row moved, and only theirs: a deposed
+//!   writer's late batch is refused by the database, and
 //!   `(task_id, seq)`, the primary key, can name one event only.
 //! - **Durable before visible.** Readers (any replica) see only committed rows, and nothing
 //!   is answered or delivered before `COMMIT` returned (with `synchronous_commit = on`).
 //! - **Group commit, pipelined.** [`emit`](TaskStore::emit) queues the event and returns its
 //!   seq; writer threads (`writers`, each task always in the same one) take everything queued
-//!   while their last batch committed and write it as **one statement** (`UPDATE … FROM
-//!   unnest`, `INSERT … SELECT FROM unnest`, the count limit's `DELETE`, `pg_notify`): one
-//!   round trip and one WAL flush of the database per batch. A batch cut with its connection
+//!   while their last batch committed and write it in **one transaction**: one statement
+//!   (`UPDATE … FROM unnest` fenced, the count limit's `DELETE`, `pg_notify`), then the
+//!   events by `COPY … FROM STDIN (FORMAT binary)`: a few round trips and one WAL flush of
+//!   the database per batch, whatever its size. A batch cut with its connection
 //!   is retried until the lease timeout (its fence makes a retry of a batch that did commit a
 //!   refusal, recognised by the row being at the batch's end); a batch that could not commit
 //!   makes the task's next append fail, so a producer never goes on past a lost event.
@@ -36,10 +38,15 @@
 //!   (its writer's batches once committed, and what reads fetched), consulted before the
 //!   database: never an event that did not commit, never one below the task's floor as last
 //!   read from its row (`crate::pg_cache` says how).
+//! - **Local lookups.** The lookup of a task whose lease this replica holds (and whose
+//!   record it created) is answered from its writer's committed range, without a round trip,
+//!   until the replica's epoch moves (a sweep, a task's end on any replica, a listener
+//!   reconnect): then the row is read again.
 //! - **Doorbell.** Every writing transaction sends `NOTIFY taskstream`; each replica `LISTEN`s
-//!   and moves its [`ChangeSignal`]. The notification carries nothing: streams read what is
-//!   new by seq, so a lost notification (a dropped listener connection) costs latency, never
-//!   an event.
+//!   and moves its [`ChangeSignal`]. The notification carries no event (only, after a sweep
+//!   or an end, `retention` or `end`): streams read what is new by seq, so a lost notification
+//!   (a dropped listener connection, after which every replica distrusts what it knows)
+//!   costs latency, never an event.
 //! - **Leases and fencing.** A task's row names the replica that runs it (`owner`). Each
 //!   replica renews its heartbeat every quarter of `--lease-timeout`; any replica (checking as
 //!   often) ends `failed`, with the terminal status event, every running task whose owner
@@ -1322,7 +1329,7 @@ impl Replica {
     }
 
     /// The writer: takes every append queued while the last batch was committing and commits
-    /// them as one statement (group commit, pipelined: producers keep queueing meanwhile),
+    /// them in one transaction (group commit, pipelined: producers keep queueing meanwhile),
     /// then answers the appends that wait and rings the change signal.
     fn run_writer(&self, lane: usize) {
         let Some(lane) = self.lanes.get(lane) else {
