@@ -142,7 +142,9 @@ pub fn event_line(task_id: &str, seq: u64, payload: &[u8]) -> Vec<u8> {
 /// # Errors
 /// Any write error.
 pub fn pipe_writer(mode: PipeMode, events: u64, payload_bytes: usize) -> io::Result<()> {
-    let mut out: File = OpenOptions::new().write(true).open("/dev/stdout")?;
+    // The pipe itself, unbuffered (one write per line); by its descriptor's path, which holds
+    // even where `/dev/stdout` is not the usual link to it.
+    let mut out: File = OpenOptions::new().write(true).open("/proc/self/fd/1")?;
     let task_id = "0f9e8d7c6b5a49382716051423324150";
     let payload = crate::payload_of(payload_bytes);
     match mode {

@@ -3,7 +3,7 @@
 //! storage interface the server uses ([`TaskStore`]).
 //!
 //! ```sh
-//! cargo run --release -p taskstream-benches --bin store_backends -- [--rounds N] [--url postgres://…] [--writers N] [--cache-mb N]
+//! cargo run --release -p taskstream-benches --bin store_backends -- [--rounds N] [--url postgres://…] [--writers N] [--cache-mb N] [--only WORKLOAD]
 //! ```
 //!
 //! Without `--url` it starts a throwaway cluster with `scripts/postgres` (and stops it). Each
@@ -371,6 +371,7 @@ fn main() {
     let mut url = None;
     let mut writers = taskstream_store::pg::DEFAULT_WRITERS;
     let mut cache_bytes = taskstream_store::pg::DEFAULT_CACHE_BYTES;
+    let mut only: Option<String> = None;
     let mut it = args.iter();
     while let Some(a) = it.next() {
         match a.as_str() {
@@ -379,6 +380,7 @@ fn main() {
             "--writers" => {
                 writers = it.next().and_then(|v| v.parse().ok()).unwrap_or(writers);
             }
+            "--only" => only = it.next().cloned(),
             "--cache-mb" => {
                 cache_bytes = it
                     .next()
@@ -388,7 +390,7 @@ fn main() {
             _ => {
                 eprintln!(
                     "usage: store_backends [--rounds N] [--url postgres://…] [--writers N] \
-                     [--cache-mb N]"
+                     [--cache-mb N] [--only WORKLOAD]"
                 );
                 std::process::exit(2);
             }
@@ -450,6 +452,7 @@ fn main() {
     };
 
     let mut figures: BTreeMap<String, Vec<f64>> = BTreeMap::new();
+    let wanted = |w: &str| only.as_deref().is_none_or(|o| o == w);
     let mut put = |name: String, v: f64| {
         println!("{name} {v:.1}");
         figures.entry(name).or_default().push(v);
@@ -462,37 +465,53 @@ fn main() {
             [("postgres", &pg_a, &pg_b), ("data_dir", &data, &data)]
         };
         for (name, store, reader) in order {
-            put(
-                format!("{name}/append_1/per_s"),
-                append_one(&**store, round),
-            );
-            put(format!("{name}/append_64/per_s"), append_many(store, round));
-            let (same, other) = replay(store, reader, round);
-            put(format!("{name}/replay_100k/events_per_s"), same);
-            if name == "postgres" {
+            if wanted("append_1") {
                 put(
-                    format!("{name}/replay_100k_other_replica/events_per_s"),
-                    other,
+                    format!("{name}/append_1/per_s"),
+                    append_one(&**store, round),
                 );
             }
-            let (p50, p99) = latency(&**store, reader, round);
-            put(format!("{name}/latency/median_ms"), p50);
-            put(format!("{name}/latency/p99_ms"), p99);
-            put(format!("{name}/emit_1/per_s"), emit_one(&**store, round));
-            put(format!("{name}/emit_16/per_s"), emit_many(store, round));
-            let (stop, load) = background_load(store, round);
-            let (p50, p99) = latency(&**store, reader, round + 1000);
-            stop.store(true, Ordering::Relaxed);
-            for t in load {
-                let _ = t.join();
+            if wanted("append_64") {
+                put(format!("{name}/append_64/per_s"), append_many(store, round));
             }
-            put(format!("{name}/latency_16_running/median_ms"), p50);
-            put(format!("{name}/latency_16_running/p99_ms"), p99);
+            if wanted("replay") {
+                let (same, other) = replay(store, reader, round);
+                put(format!("{name}/replay_100k/events_per_s"), same);
+                if name == "postgres" {
+                    put(
+                        format!("{name}/replay_100k_other_replica/events_per_s"),
+                        other,
+                    );
+                }
+            }
+            if wanted("latency") {
+                let (p50, p99) = latency(&**store, reader, round);
+                put(format!("{name}/latency/median_ms"), p50);
+                put(format!("{name}/latency/p99_ms"), p99);
+            }
+            if wanted("emit_1") {
+                put(format!("{name}/emit_1/per_s"), emit_one(&**store, round));
+            }
+            if wanted("emit_16") {
+                put(format!("{name}/emit_16/per_s"), emit_many(store, round));
+            }
+            if wanted("latency_16_running") {
+                let (stop, load) = background_load(store, round);
+                let (p50, p99) = latency(&**store, reader, round + 1000);
+                stop.store(true, Ordering::Relaxed);
+                for t in load {
+                    let _ = t.join();
+                }
+                put(format!("{name}/latency_16_running/median_ms"), p50);
+                put(format!("{name}/latency_16_running/p99_ms"), p99);
+            }
         }
-        put(
-            "postgres/bulk_insert_bound/rows_per_s".into(),
-            bulk_bound(&url),
-        );
+        if wanted("emit_1") || wanted("emit_16") {
+            put(
+                "postgres/bulk_insert_bound/rows_per_s".into(),
+                bulk_bound(&url),
+            );
+        }
     }
     println!("# medians of {rounds} rounds");
     let mut medians = BTreeMap::new();

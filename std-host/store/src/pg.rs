@@ -17,16 +17,18 @@
 //!   change and its event commit together. An event's seq is taken by the replica that holds
 //!   the task's lease, from the task's head in memory (loaded from the row at its first
 //!   append); the batch that writes it moves the row's `next_seq` only where the row is still
-//!   running, owned by this replica and at the batch's first seq, in the statement that
-//!   inserts the events: a deposed writer's late batch is refused by the database, and
+//!   running, owned by this replica and at the batch's first seq, in the transaction that
+//!   then copies the events of the tasks whose row moved, and only theirs: a deposed
+//!   writer's late batch is refused by the database, and
 //!   `(task_id, seq)`, the primary key, can name one event only.
 //! - **Durable before visible.** Readers (any replica) see only committed rows, and nothing
 //!   is answered or delivered before `COMMIT` returned (with `synchronous_commit = on`).
 //! - **Group commit, pipelined.** [`emit`](TaskStore::emit) queues the event and returns its
 //!   seq; writer threads (`writers`, each task always in the same one) take everything queued
-//!   while their last batch committed and write it as **one statement** (`UPDATE … FROM
-//!   unnest`, `INSERT … SELECT FROM unnest`, the count limit's `DELETE`, `pg_notify`): one
-//!   round trip and one WAL flush of the database per batch. A batch cut with its connection
+//!   while their last batch committed and write it in **one transaction**: one statement
+//!   (`UPDATE … FROM unnest` fenced, the count limit's `DELETE`, `pg_notify`), then the
+//!   events by `COPY … FROM STDIN (FORMAT binary)`: a few round trips and one WAL flush of
+//!   the database per batch, whatever its size. A batch cut with its connection
 //!   is retried until the lease timeout (its fence makes a retry of a batch that did commit a
 //!   refusal, recognised by the row being at the batch's end); a batch that could not commit
 //!   makes the task's next append fail, so a producer never goes on past a lost event.
@@ -36,10 +38,15 @@
 //!   (its writer's batches once committed, and what reads fetched), consulted before the
 //!   database: never an event that did not commit, never one below the task's floor as last
 //!   read from its row (`crate::pg_cache` says how).
+//! - **Local lookups.** The lookup of a task whose lease this replica holds (and whose
+//!   record it created) is answered from its writer's committed range, without a round trip,
+//!   until the replica's epoch moves (a sweep, a task's end on any replica, a listener
+//!   reconnect): then the row is read again.
 //! - **Doorbell.** Every writing transaction sends `NOTIFY taskstream`; each replica `LISTEN`s
-//!   and moves its [`ChangeSignal`]. The notification carries nothing: streams read what is
-//!   new by seq, so a lost notification (a dropped listener connection) costs latency, never
-//!   an event.
+//!   and moves its [`ChangeSignal`]. The notification carries no event (only, after a sweep
+//!   or an end, `retention` or `end`): streams read what is new by seq, so a lost notification
+//!   (a dropped listener connection, after which every replica distrusts what it knows)
+//!   costs latency, never an event.
 //! - **Leases and fencing.** A task's row names the replica that runs it (`owner`). Each
 //!   replica renews its heartbeat every quarter of `--lease-timeout`; any replica (checking as
 //!   often) ends `failed`, with the terminal status event, every running task whose owner
@@ -139,6 +146,10 @@ const READ_AHEAD: usize = 4096;
 /// every replica drops its cache of events.
 const RETENTION_NOTICE: &str = "retention";
 
+/// The payload of the notification of a task's end: every replica's local lookups read the
+/// rows again (the replica that held the task's lease learns that it ended).
+const END_NOTICE: &str = "end";
+
 /// The most event rows one statement of a retention sweep deletes.
 const SWEEP_CHUNK: i64 = 10_000;
 
@@ -148,10 +159,12 @@ const MAX_BATCH: usize = 16_384;
 /// The most bytes of appends queued and not yet committed before producers wait.
 const MAX_PENDING_BYTES: usize = 32 << 20;
 
-/// One group commit, as one statement: the fence and the moves of the tasks' rows (`$1..$6`),
-/// the events of the tasks that passed it (`$7..$11`), the rows the count limit pushes out,
-/// one notification. Returns the ids of the tasks whose row moved.
-const APPEND_BATCH: &str = "\
+/// The fence of one group commit and the moves of the tasks' rows (`$1..$6`), the rows the
+/// count limit pushes out, one notification; the first statement of the batch's transaction,
+/// which then copies the events of the tasks that passed ([`COPY_EVENTS`]). Returns the ids of
+/// the tasks whose row moved (their rows stay locked until the transaction ends, so nothing
+/// else moves them in between).
+const FENCE_BATCH: &str = "\
 WITH d AS (
     SELECT * FROM unnest($1::text[], $2::bigint[], $3::bigint[], $4::bigint[], $5::bigint[])
         AS d(task_id, expect, next, lo, floor)
@@ -161,18 +174,27 @@ WITH d AS (
     WHERE t.task_id = d.task_id AND t.owner = $6
         AND t.status IN ('working', 'input_required') AND t.next_seq = d.expect
     RETURNING t.task_id
-), ins AS (
-    INSERT INTO taskstream_events (task_id, seq, type, payload, at)
-    SELECT e.task_id, e.seq, e.type, e.payload, e.at
-    FROM unnest($7::text[], $8::bigint[], $9::text[], $10::text[], $11::bigint[])
-        AS e(task_id, seq, type, payload, at)
-    WHERE e.task_id IN (SELECT task_id FROM moved)
 ), gone AS (
     DELETE FROM taskstream_events x USING d
     WHERE x.task_id = d.task_id AND d.floor > d.lo AND x.seq >= d.lo AND x.seq < d.floor
         AND d.task_id IN (SELECT task_id FROM moved)
 )
 SELECT task_id, pg_notify('taskstream', '') IS NULL FROM moved";
+
+/// The events of a group commit, in PostgreSQL's binary copy format (no text or array to
+/// parse on the database's side), in the transaction whose [`FENCE_BATCH`] let their tasks
+/// through.
+const COPY_EVENTS: &str =
+    "COPY taskstream_events (task_id, seq, type, payload, at) FROM STDIN (FORMAT binary)";
+
+/// The column types of [`COPY_EVENTS`].
+const COPY_TYPES: [postgres::types::Type; 5] = [
+    postgres::types::Type::TEXT,
+    postgres::types::Type::INT8,
+    postgres::types::Type::TEXT,
+    postgres::types::Type::TEXT,
+    postgres::types::Type::INT8,
+];
 
 /// What this replica knows of a task it writes (it holds the task's lease).
 struct Head {
@@ -184,6 +206,24 @@ struct Head {
     done: i64,
     /// Why the task's appends are refused from now on, once a batch of it was.
     refused: Option<Refusal>,
+    /// What the local lookup answers from (see [`Replica::local_lookup`]).
+    known: Known,
+}
+
+/// What a replica that holds a task's lease knows of the task's row without reading it: the
+/// committed range (its writer moves it, after each batch that committed and was cached) and
+/// the record (a running task's record changes only when it ends). Trusted while no floor
+/// moved and no end happened elsewhere: `epoch` is the [`Replica::epoch`] it was last known
+/// to be exact at.
+struct Known {
+    /// The task's record, when this replica created it (`None`: lookups read the row).
+    record: Option<Box<TaskRecord>>,
+    /// The seq after the last event of a batch that committed.
+    next: i64,
+    /// The floor as of the last batch that committed (or as last read from the row).
+    floor: i64,
+    /// The epoch at which `floor` was at least the row's; `None`: never trusted.
+    epoch: Option<u64>,
 }
 
 impl Head {
@@ -193,6 +233,12 @@ impl Head {
             floor,
             done: next,
             refused: None,
+            known: Known {
+                record: None,
+                next,
+                floor,
+                epoch: None,
+            },
         }
     }
 
@@ -394,6 +440,10 @@ struct Replica {
     lanes: Vec<Lane>,
     /// Committed events, consulted before the database.
     cache: EventCache,
+    /// Moves whenever a floor may have moved or a task may have ended without this replica's
+    /// writer knowing (a retention sweep, another replica's end, a listener reconnect): the
+    /// local lookups known at an older epoch are not answered until the row was read again.
+    epoch: AtomicU64,
     stop: AtomicBool,
     stop_signal: (Mutex<bool>, Condvar),
     /// When the store opened: the origin of `renewed`.
@@ -518,6 +568,7 @@ impl PgStore {
             in_use: (Mutex::new(PoolCount::default()), Condvar::new()),
             pool_waits: AtomicU64::new(0),
             cache: EventCache::new(config.cache_bytes),
+            epoch: AtomicU64::new(0),
             pool_size: config.pool_size.max(1),
             changes: ChangeSignal::default(),
             lanes: (0..config.writers.clamp(1, 16))
@@ -816,6 +867,7 @@ impl Replica {
             .map_err(|e| AppendError::Storage(StoreError::Corrupt(format!("task record: {e}"))))?;
         let created = millis_i64(record.created_at);
         let at = millis_i64(now);
+        let epoch = self.epoch.load(Ordering::SeqCst);
         let inserted = self
             .with("cannot create a task", true, |c| {
                 let mut tx = c.transaction()?;
@@ -849,9 +901,14 @@ impl Replica {
                 record.task_id.clone(),
             )));
         }
+        // Read before the row was written: an epoch moved since (a sweep, an end elsewhere)
+        // leaves the local lookup untrusted until the row is read again.
+        let mut head = Head::new(1, 0);
+        head.known.record = Some(Box::new(record.clone()));
+        head.known.epoch = Some(epoch);
         lock(&self.lane(&record.task_id).pipe)
             .heads
-            .insert(record.task_id.clone(), Head::new(1, 0));
+            .insert(record.task_id.clone(), head);
         self.cache.forget(&record.task_id);
         self.cache.insert(
             &record.task_id,
@@ -945,7 +1002,9 @@ impl Replica {
                         &[&task_id, &floor, &new_floor],
                     )?;
                 }
-                tx.execute("SELECT pg_notify('taskstream', '')", &[])?;
+                // Every replica's local lookups stop answering (one of them may hold the
+                // task's lease: a cancellation through another replica, a lease reaped).
+                tx.execute("SELECT pg_notify('taskstream', $1)", &[&END_NOTICE])?;
                 tx.commit()?;
                 Ok(Ok((seq, new_floor)))
             })
@@ -968,6 +1027,10 @@ impl Replica {
     }
 
     fn lookup(&self, task_id: &str) -> Result<Option<TaskView>, StoreError> {
+        if let Some(view) = self.local_lookup(task_id) {
+            return Ok(Some(view));
+        }
+        let epoch = self.epoch.load(Ordering::SeqCst);
         let row = self.with("cannot read a task", false, |c| {
             let st = c.prep(LOOKUP)?;
             c.query_opt(&st, &[&task_id])
@@ -977,8 +1040,61 @@ impl Replica {
             Some(r) => self.cache.raise_floor(task_id, r.get(1)),
             None => self.cache.forget(task_id),
         }
-        row.map(|r| view_of(r.get(0), r.get(1), r.get(2)))
-            .transpose()
+        let view = row
+            .map(|r| view_of(r.get(0), r.get(1), r.get(2)))
+            .transpose()?;
+        if let Some(v) = &view {
+            self.trust(task_id, v, epoch);
+        }
+        Ok(view)
+    }
+
+    /// A running task's view answered from what this replica knows, without the database:
+    /// only while it holds the task's lease (its writer moves the committed range), created
+    /// the task here (it has the record), no batch of it was refused, and nothing moved the
+    /// epoch since the range was last known exact. The range is never one the database has
+    /// not committed (moved after the commit), and the floor never lower than the row's
+    /// (a sweep anywhere, or an end elsewhere, moves the epoch first; see
+    /// [`epoch`](Replica::epoch)).
+    fn local_lookup(&self, task_id: &str) -> Option<TaskView> {
+        let epoch = self.epoch.load(Ordering::SeqCst);
+        let p = lock(&self.lane(task_id).pipe);
+        let h = p.heads.get(task_id)?;
+        if h.refused.is_some() || h.known.epoch != Some(epoch) {
+            return None;
+        }
+        let record = h.known.record.as_deref()?;
+        let retained = Retained::new(seq_of(h.known.floor).ok()?, seq_of(h.known.next).ok()?)?;
+        Some(TaskView {
+            record: record.clone(),
+            retained,
+        })
+    }
+
+    /// After a read of the task's row that began at `epoch`: the local lookup answers again
+    /// if the row says the task still runs (the floor raised to the row's) and the epoch did
+    /// not move meanwhile.
+    fn trust(&self, task_id: &str, view: &TaskView, epoch: u64) {
+        if view.record.status.is_terminal() {
+            return;
+        }
+        let mut p = lock(&self.lane(task_id).pipe);
+        if self.epoch.load(Ordering::SeqCst) != epoch {
+            return;
+        }
+        if let Some(h) = p.heads.get_mut(task_id) {
+            if h.known.record.is_some() {
+                let floor = i64_of(view.retained.earliest());
+                h.known.floor = h.known.floor.max(floor);
+                h.known.next = h.known.next.max(h.known.floor);
+                h.known.epoch = Some(epoch);
+            }
+        }
+    }
+
+    /// Local lookups answered so far stop (until each task's row is read again).
+    fn distrust(&self) {
+        self.epoch.fetch_add(1, Ordering::SeqCst);
     }
 
     fn tasks(&self) -> Result<Vec<TaskView>, StoreError> {
@@ -1024,39 +1140,58 @@ impl Replica {
         };
         let limit = i64::try_from(fetch).unwrap_or(i64::MAX);
         let from_i = i64_of(from);
-        let rows = self.with("cannot read events", false, |c| {
+        // Rows are taken as they arrive (the database sends the next while this thread copies
+        // the last), into the events the read hands out and the cache keeps.
+        let (events, first) = self.with("cannot read events", false, |c| {
             // No row below the task's floor is ever visible for long: the floor moves before
             // the rows below it go, which go lowest first (and the caller decided from the
             // floor before it read).
             let st = c.prep(READ_EVENTS)?;
-            c.query(&st, &[&task_id, &from_i, &limit])
+            let mut rows = c.query_raw(
+                &st,
+                [
+                    &task_id as &(dyn postgres::types::ToSql + Sync),
+                    &from_i,
+                    &limit,
+                ],
+            )?;
+            let mut events: Vec<Cached> = Vec::with_capacity(fetch.min(READ_AHEAD));
+            let mut expected = from_i;
+            let mut gap = false;
+            while let Some(r) = rows.next()? {
+                if gap {
+                    continue;
+                }
+                let seq: i64 = r.try_get(0)?;
+                if seq != expected {
+                    // A seq no longer retained (retention ran): the batch stops before it.
+                    gap = true;
+                    continue;
+                }
+                let event_type: &str = r.try_get(1)?;
+                let payload: &str = r.try_get(2)?;
+                let at: i64 = r.try_get(3)?;
+                let at = Millis(u64::try_from(at).unwrap_or(0));
+                events.push(Cached::new(at, event_type, payload.as_bytes()));
+                expected += 1;
+            }
+            Ok((events, from_i))
         })?;
         let mut n = 0;
-        let mut expected = from;
-        let mut keep = Vec::with_capacity(if self.cache.enabled() { rows.len() } else { 0 });
-        for r in &rows {
-            let seq = seq_of(r.get(0))?;
-            if seq != expected {
-                // A seq no longer retained (retention ran): the batch stops before it.
-                break;
-            }
-            let event_type: &str = r.get(1);
-            let payload: &str = r.get(2);
-            let at: i64 = r.get(3);
-            let at = Millis(u64::try_from(at).unwrap_or(0));
-            let c = Cached::new(at, event_type, payload.as_bytes());
-            if n < max {
-                push(RawEvent::shared(seq, at, c.bytes.clone(), c.type_len));
-                n += 1;
-            }
-            if self.cache.enabled() {
-                keep.push(c);
-            }
-            match seq.next() {
-                Some(s) => expected = s,
-                None => break,
-            }
+        for (i, c) in (first..).zip(events.iter().take(max)) {
+            push(RawEvent::shared(
+                seq_of(i)?,
+                c.at,
+                c.bytes.clone(),
+                c.type_len,
+            ));
+            n += 1;
         }
+        let keep = if self.cache.enabled() {
+            events
+        } else {
+            Vec::new()
+        };
         if !keep.is_empty() {
             // The floor is not known here (0 raises nothing): the entry keeps the highest
             // floor this replica saw, and the next lookup raises it.
@@ -1194,7 +1329,7 @@ impl Replica {
     }
 
     /// The writer: takes every append queued while the last batch was committing and commits
-    /// them as one statement (group commit, pipelined: producers keep queueing meanwhile),
+    /// them in one transaction (group commit, pipelined: producers keep queueing meanwhile),
     /// then answers the appends that wait and rings the change signal.
     fn run_writer(&self, lane: usize) {
         let Some(lane) = self.lanes.get(lane) else {
@@ -1317,6 +1452,19 @@ impl Replica {
                     self.cache.insert(&t.task_id, t.floor, from, events);
                 }
             }
+            // The committed range the local lookup answers, moved once the events are in the
+            // cache (a reader that learns of them finds them there).
+            {
+                let mut p = lock(&lane.pipe);
+                for t in &tasks {
+                    if matches!(outcome.get(&t.task_id), None | Some(Verdict::Committed)) {
+                        if let Some(h) = p.heads.get_mut(&t.task_id) {
+                            h.known.next = h.known.next.max(t.next);
+                            h.known.floor = h.known.floor.max(t.floor);
+                        }
+                    }
+                }
+            }
             lane.cond.notify_all();
             for (tx, r) in replies {
                 let _ = tx.send(r);
@@ -1368,11 +1516,13 @@ impl Replica {
         }
     }
 
-    /// One group commit, one statement (so one round trip and one transaction): each task's
-    /// row moves its next seq and floor only if it is still running, owned by this replica and
-    /// at the seq the batch starts from (the fence); only the events of the tasks whose row
-    /// moved are inserted, the rows pushed out by the count limit go, and one notification
-    /// wakes the other replicas. Returns the ids of the tasks whose row moved.
+    /// One group commit, one transaction: the fenced statement first ([`FENCE_BATCH`]: each
+    /// task's row moves its next seq and floor only if it is still running, owned by this
+    /// replica and at the seq the batch starts from; the rows pushed out by the count limit
+    /// go; one notification, sent at commit), then the events of the tasks whose row moved by
+    /// `COPY … (FORMAT binary)` ([`COPY_EVENTS`]), then `COMMIT`. A deposed writer's events
+    /// are never copied: its tasks' rows did not move. Returns the ids of the tasks whose row
+    /// moved.
     fn try_batch(
         &self,
         c: &mut Conn,
@@ -1395,44 +1545,35 @@ impl Replica {
             d_floor.push(t.floor);
             floors.insert(t.task_id.as_str(), t.floor);
         }
-        let n = batch.len();
-        let (mut e_task, mut e_seq, mut e_type, mut e_payload, mut e_at) = (
-            Vec::with_capacity(n),
-            Vec::with_capacity(n),
-            Vec::with_capacity(n),
-            Vec::with_capacity(n),
-            Vec::with_capacity(n),
-        );
-        for j in batch {
-            // An event already below its task's new floor (a batch longer than the count
-            // limit) is never stored.
-            if floors.get(j.task_id.as_str()).is_some_and(|f| j.seq < *f) {
-                continue;
-            }
-            e_task.push(j.task_id.as_str());
-            e_seq.push(j.seq);
-            e_type.push(j.event_type.as_str());
-            e_payload.push(j.payload.as_str());
-            e_at.push(millis_i64(j.at));
-        }
-        let st = c.prep(APPEND_BATCH)?;
-        let rows = c.query(
-            &st,
-            &[
-                &d_task,
-                &d_expect,
-                &d_next,
-                &d_lo,
-                &d_floor,
-                &self.replica,
-                &e_task,
-                &e_seq,
-                &e_type,
-                &e_payload,
-                &e_at,
-            ],
+        let fence = c.prep(FENCE_BATCH)?;
+        let copy = c.prep(COPY_EVENTS)?;
+        let mut tx = c.transaction()?;
+        let rows = tx.query(
+            &fence,
+            &[&d_task, &d_expect, &d_next, &d_lo, &d_floor, &self.replica],
         )?;
-        Ok(rows.iter().map(|r| r.get(0)).collect())
+        let moved: HashSet<String> = rows.iter().map(|r| r.get(0)).collect();
+        // Only the events of the tasks that passed the fence, and none already below its
+        // task's new floor (a batch longer than the count limit).
+        let mut events = batch.iter().filter(|j| {
+            moved.contains(&j.task_id) && floors.get(j.task_id.as_str()).is_none_or(|f| j.seq >= *f)
+        });
+        if let Some(first) = events.next() {
+            let sink = tx.copy_in(&copy)?;
+            let mut w = postgres::binary_copy::BinaryCopyInWriter::new(sink, &COPY_TYPES);
+            for j in std::iter::once(first).chain(events) {
+                w.write(&[
+                    &j.task_id,
+                    &j.seq,
+                    &j.event_type,
+                    &j.payload,
+                    &millis_i64(j.at),
+                ])?;
+            }
+            w.finish()?;
+        }
+        tx.commit()?;
+        Ok(moved)
     }
 
     /// Why the tasks of a batch that the statement did not move were refused: a task gone
@@ -1516,7 +1657,8 @@ impl Replica {
             };
             backoff = Duration::from_millis(100);
             // Notifications may have been missed while the listener was away, a retention
-            // notice among them.
+            // notice or an end among them.
+            self.distrust();
             self.cache.clear();
             self.changes.notify();
             while !self.stop.load(Ordering::SeqCst) {
@@ -1530,7 +1672,11 @@ impl Replica {
                             Ok(Some(n)) => {
                                 if n.payload() == RETENTION_NOTICE {
                                     // Floors moved elsewhere: nothing cached is trusted.
+                                    self.distrust();
                                     self.cache.clear();
+                                } else if n.payload() == END_NOTICE {
+                                    // A task ended, maybe one this replica holds the lease of.
+                                    self.distrust();
                                 }
                                 self.changes.notify();
                             }
@@ -1663,6 +1809,7 @@ impl Replica {
                     &[&ids],
                 )
             })?;
+            self.distrust();
             for id in &ids {
                 self.cache.forget(id);
             }
@@ -1717,6 +1864,7 @@ impl Replica {
                 )?;
                 Ok(floor)
             })?;
+            self.distrust();
             self.cache.raise_floor(id, floor);
             let mut lo = old_floor;
             while lo < floor {
@@ -1741,6 +1889,7 @@ impl Replica {
     /// Rings the change signal here and, by `NOTIFY`, on every other replica (after a
     /// sweep that moved floors: every replica drops its cache of events).
     fn notify_all_replicas(&self) {
+        self.distrust();
         self.cache.clear();
         let _ = self.with("cannot notify", true, |c| {
             c.execute("SELECT pg_notify('taskstream', $1)", &[&RETENTION_NOTICE])

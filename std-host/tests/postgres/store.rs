@@ -452,15 +452,26 @@ fn the_pool_counts_the_readers_waiting_for_a_connection() {
         .expect("open"),
     );
     store.create_task(record("pool"), NOW).expect("create");
-    let idle = store.pool().expect("a pool");
-    assert_eq!((idle.in_use, idle.size, idle.waiting), (0, 1, 0));
+    // The lease thread's first renewal and reaping run as the store opens: wait for them.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let idle = store.pool().expect("a pool");
+        assert_eq!(idle.size, 1);
+        if (idle.in_use, idle.waiting) == (0, 0) {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the pool never idle: {idle:?}");
+        std::thread::yield_now();
+    }
     let stop = Arc::new(AtomicBool::new(false));
     let readers: Vec<_> = (0..4)
         .map(|_| {
             let (store, stop) = (Arc::clone(&store), Arc::clone(&stop));
             std::thread::spawn(move || {
+                // A listing always reads the database (a lookup of a task this replica
+                // writes is answered from what it knows).
                 while !stop.load(Ordering::Relaxed) {
-                    store.lookup("pool").expect("lookup").expect("the task");
+                    assert_eq!(store.list().expect("list").len(), 1);
                 }
             })
         })
@@ -485,4 +496,133 @@ fn the_pool_counts_the_readers_waiting_for_a_connection() {
         after.waits >= busy.waiting && after.waits >= 1,
         "{busy:?} then {after:?}"
     );
+}
+
+/// The lookup a replica answers from what it knows of a task whose lease it holds (its
+/// writer's committed range, the record it created): never a range the database has not
+/// committed, the row's own range once an append returned, answered while the database is
+/// away, and dropped when a floor moves or the task ends elsewhere (a sweep or an end on
+/// another replica: then never a floor lower than the database's, nor a running status for
+/// an ended task, once the notification arrived).
+#[test]
+fn the_local_lookup_never_runs_ahead_of_the_database_nor_below_its_floor() {
+    if !cluster::enabled() {
+        return;
+    }
+    let pg = Cluster::start();
+    let url = pg.db("local");
+    let open_with = |cache_bytes: usize| {
+        PgStore::open(PgConfig {
+            url: url.clone(),
+            retention: RetentionPolicy {
+                max_events: 1000,
+                max_event_age: Millis(1000),
+                ..RetentionPolicy::DEFAULT
+            },
+            lease_timeout: Duration::from_secs(60),
+            pool_size: taskstream_store::pg::DEFAULT_POOL_SIZE,
+            writers: taskstream_store::pg::DEFAULT_WRITERS,
+            cache_bytes,
+        })
+        .expect("open")
+    };
+    let a = Arc::new(open_with(taskstream_store::pg::DEFAULT_CACHE_BYTES));
+    let b = open_with(taskstream_store::pg::DEFAULT_CACHE_BYTES);
+    // No cache, never the lease: every lookup reads the row, the reference.
+    let plain = open_with(0);
+    a.create_task(record("l"), NOW).expect("create");
+    assert_eq!(range(&*a, "l"), (0, 1));
+
+    // While A emits 5 000 events (the count limit moving the floor as batches commit), A's
+    // answer is never past the row as read right after it.
+    let emitter = {
+        let a = Arc::clone(&a);
+        std::thread::spawn(move || {
+            for i in 1..5000u32 {
+                a.emit(
+                    "l",
+                    "dev.taskstream.tick",
+                    format!(r#"{{"i":{i}}}"#).as_bytes(),
+                    NOW,
+                )
+                .expect("emit");
+            }
+            a.append("l", "dev.taskstream.tick", br#"{"i":5000}"#, NOW)
+                .expect("append")
+        })
+    };
+    let mut answers = 0;
+    while !emitter.is_finished() {
+        let mine = range(&*a, "l");
+        let row = range(&plain, "l");
+        assert!(mine.0 <= mine.1, "{mine:?}");
+        assert!(
+            mine.1 <= row.1 && mine.0 <= row.0,
+            "A answered {mine:?}, the row said {row:?} after"
+        );
+        answers += 1;
+    }
+    assert_eq!(emitter.join().expect("emitter").get(), 5000);
+    assert!(answers > 0);
+    // Once an append returned, the answer is the row's.
+    assert_eq!(range(&*a, "l"), range(&plain, "l"));
+    assert_eq!(range(&*a, "l"), (4001, 5001));
+
+    // With the database down, A still answers for the task it writes (from what it knows),
+    // where a replica that must read the row cannot.
+    pg.kill();
+    assert_eq!(range(&*a, "l"), (4001, 5001));
+    assert!(plain.lookup("l").is_err(), "the database is down");
+    pg.resume();
+
+    // A sweep on B moves the floor by age (the events from 5001 on are newer): once its
+    // notification reached A, A answers the row's floor and serves nothing below it.
+    for i in 0..10u32 {
+        a.append(
+            "l",
+            "dev.taskstream.tick",
+            format!(r#"{{"fresh":{i}}}"#).as_bytes(),
+            Millis(NOW.0 + 5000),
+        )
+        .expect("append after the restart");
+    }
+    assert_eq!(range(&*a, "l"), (4011, 5011));
+    b.sweep(Millis(NOW.0 + 5500));
+    assert_eq!(
+        range(&plain, "l"),
+        (5001, 5011),
+        "the sweep moved the floor"
+    );
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while range(&*a, "l") != (5001, 5011) {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "A still answers {:?} after B's sweep",
+            range(&*a, "l")
+        );
+        std::thread::yield_now();
+    }
+    assert!(
+        read_all(&*a, "l", 4001).is_empty(),
+        "nothing below the floor"
+    );
+    assert_eq!(read_all(&*a, "l", 5001), read_all(&plain, "l", 5001));
+
+    // B ends the task: once its notification reached A, A answers the ended task.
+    b.finish("l", TaskStatus::Cancelled, None, None, None, NOW)
+        .expect("finish");
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let v = a.lookup("l").expect("lookup").expect("task");
+        if v.record.status == TaskStatus::Cancelled {
+            assert_eq!(v.retained.next().get(), 5012);
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "A still answers {:?} after B's end",
+            v.record.status
+        );
+        std::thread::yield_now();
+    }
 }
