@@ -11,7 +11,7 @@ use serde_json::json;
 use super::client::{wait_status, Server, Session};
 
 /// One sample line of the Prometheus text format: `name{labels} value`.
-type Samples = HashMap<String, f64>;
+pub(crate) type Samples = HashMap<String, f64>;
 
 /// Parses the Prometheus text format strictly enough to catch a malformed exposition: every
 /// `# TYPE` names a known type before its samples, every sample belongs to the family the last
@@ -51,15 +51,23 @@ fn parse(text: &str) -> Samples {
     samples
 }
 
-async fn scrape(url: &str) -> Samples {
-    let r = reqwest::get(url).await.expect("scrape");
+/// The text of `base/metrics`, after checking its status and content type.
+pub(crate) async fn metrics_text(base: &str) -> String {
+    let r = reqwest::get(format!("{base}/metrics"))
+        .await
+        .expect("scrape");
     assert_eq!(r.status(), 200);
     assert!(r
         .headers()
         .get("content-type")
         .and_then(|v| v.to_str().ok())
         .is_some_and(|v| v.starts_with("text/plain; version=0.0.4")));
-    parse(&r.text().await.expect("body"))
+    r.text().await.expect("body")
+}
+
+/// `base/metrics`, parsed (strictly: see [`parse`]).
+pub(crate) async fn scrape(base: &str) -> Samples {
+    parse(&metrics_text(base).await)
 }
 
 fn get(s: &Samples, key: &str) -> f64 {
@@ -69,12 +77,7 @@ fn get(s: &Samples, key: &str) -> f64 {
 /// Asserts that every metric family `base/metrics` exposes is in docs/guide.md's table
 /// ("Operating it").
 pub(crate) async fn assert_documented(base: &str) {
-    let text = reqwest::get(format!("{base}/metrics"))
-        .await
-        .expect("scrape")
-        .text()
-        .await
-        .expect("body");
+    let text = metrics_text(base).await;
     let guide = std::fs::read_to_string(
         std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/guide.md"),
     )
@@ -104,7 +107,7 @@ async fn metrics_count_a_known_workload() {
     let data = data.to_str().expect("utf-8 path");
     let server = Server::start_on(&["--data-dir", data], &["--max-events-per-task", "8"]);
     let base = format!("http://127.0.0.1:{}", server.port);
-    let before = scrape(&format!("{base}/metrics")).await;
+    let before = scrape(&base).await;
     assert_eq!(
         get(
             &before,
@@ -128,7 +131,7 @@ async fn metrics_count_a_known_workload() {
         .await;
     assert_eq!(gone["error"]["code"], -32010, "{gone}");
 
-    let m = scrape(&format!("{base}/metrics")).await;
+    let m = scrape(&base).await;
     // The task's events: `working` (seq 0), N emitted, the terminal status: the next seq.
     let appended = seqs.last().copied().expect("a seq") + 1;
     assert_eq!(
@@ -264,7 +267,7 @@ async fn readiness_fails_on_sigterm_before_the_process_exits() {
             assert!(why.contains("shutting down"), "{why}");
             // …and the stream is still served meanwhile…
             assert!(stream.next().await.is_some(), "an event while draining");
-            let m = scrape(&format!("{ops}/metrics")).await;
+            let m = scrape(&ops).await;
             assert_eq!(get(&m, "taskstream_ready"), 0.0);
             assert_eq!(get(&m, "taskstream_streams_open"), 1.0);
             break;

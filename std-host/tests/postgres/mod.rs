@@ -515,15 +515,7 @@ fn readiness_follows_the_database() {
 
 /// One sample of `/metrics` at `base` (`name` with its labels as written), or `None`.
 async fn sample(base: &str, name: &str) -> Option<f64> {
-    let text = reqwest::get(format!("{base}/metrics"))
-        .await
-        .expect("scrape")
-        .text()
-        .await
-        .expect("body");
-    text.lines()
-        .filter(|l| !l.starts_with('#'))
-        .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.parse().ok())
+    crate::http::ops::scrape(base).await.get(name).copied()
 }
 
 /// `taskstream_leases_held` counts the running tasks a replica writes (1 on the replica running
