@@ -8,6 +8,9 @@
 //!
 //! The loops read and write through volatile accesses so that the optimiser cannot recognise
 //! them as a copy or a fill and replace them with a call to themselves.
+//!
+//! On the Cortex-M0 (feature `microbit`), also the unsigned division the compiler calls
+//! (`__aeabi_uidiv`, `__aeabi_uidivmod`), as a shift-and-subtract loop.
 
 #![allow(unsafe_code, clippy::missing_safety_doc)]
 
