@@ -73,23 +73,17 @@ impl Out {
         self.put(text.as_bytes())
     }
 
+    /// `n` in decimal, by the core's number writer (the one its stream messages use).
     pub(crate) fn u64(&mut self, n: u64) -> &mut Out {
-        let mut digits = [0u8; 20];
-        let mut i = digits.len();
-        let mut n = n;
-        while i > 0 {
-            i -= 1;
-            let (q, r) = divmod(n, 10);
-            if let Some(d) = digits.get_mut(i) {
-                *d = b'0' + r as u8;
-            }
-            n = q;
-            if n == 0 {
-                break;
-            }
+        let written = self
+            .buf
+            .get_mut(self.len..)
+            .map(|rest| taskstream_core::rpc::write_unsigned(n, rest));
+        match written {
+            Some(Ok(k)) => self.len += k,
+            _ => self.overflow = true,
         }
-        let (_, used) = digits.split_at(i);
-        self.put(used)
+        self
     }
 
     /// Milliseconds since boot as an ISO-8601 UTC time counted from the Unix epoch (the board
