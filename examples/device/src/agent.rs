@@ -469,7 +469,10 @@ impl Agent {
             return self.tool_error(id, "no free task slot");
         };
         self.seed(crate::jitter() ^ crate::systick_value());
-        let words = [self.random(), self.random(), self.random(), self.random()];
+        let mut words = [0u32; 4];
+        for w in &mut words {
+            *w = self.random();
+        }
         let Some(task) = self.tasks.get_mut(slot) else {
             return;
         };
