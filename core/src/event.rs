@@ -150,6 +150,27 @@ impl<'a> Payload<'a> {
     pub fn as_compact(&self) -> Option<&'a [u8]> {
         (self.text.len() == self.compact_len).then_some(self.text)
     }
+
+    /// The payload as a [`CompactPayload`], when its text already is in compact form.
+    #[must_use]
+    pub fn compact(&self) -> Option<CompactPayload<'a>> {
+        self.as_compact().map(CompactPayload)
+    }
+}
+
+/// A validated payload whose text already is in compact form, as it is stored and sent
+/// ([`Payload::compact`]). [`EventRing::append_compact`](crate::EventRing::append_compact)
+/// copies it as it is: a program whose payloads are all compact (a firmware writing its
+/// own) then links no compaction code.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CompactPayload<'a>(&'a [u8]);
+
+impl<'a> CompactPayload<'a> {
+    /// The text, which is its compact form.
+    #[must_use]
+    pub const fn text(&self) -> &'a [u8] {
+        self.0
+    }
 }
 
 #[cfg(test)]

@@ -43,7 +43,7 @@ pub mod seq;
 pub mod streams;
 pub mod time;
 
-pub use event::{EventType, Payload};
+pub use event::{CompactPayload, EventType, Payload};
 pub use id::RequestId;
 pub use resume::{Lifecycle, Resume, ResumeError, Retained};
 pub use retention::{RetentionPolicy, CHECKPOINT_EVENT_TYPE};

@@ -12,7 +12,7 @@
 
 use core::fmt;
 
-use crate::event::{EventType, Payload};
+use crate::event::{CompactPayload, EventType, Payload};
 use crate::resume::Retained;
 use crate::retention::RetentionPolicy;
 use crate::seq::{Seq, SeqAllocator};
@@ -210,7 +210,44 @@ impl<const EVENTS: usize, const BYTES: usize> EventRing<EVENTS, BYTES> {
         payload: Payload<'_>,
         policy: &RetentionPolicy,
     ) -> Result<Appended, AppendError> {
-        let payload_len = payload.compact_len();
+        self.append_with(at, event_type, payload.compact_len(), policy, |dst| {
+            payload.write_compact(dst).is_ok()
+        })
+    }
+
+    /// [`append`](Self::append) for a payload already in compact form, copied as it is: the
+    /// same checks, evictions, seq and stored bytes, without the compaction code `append`
+    /// links for a payload with white space.
+    ///
+    /// # Errors
+    /// [`AppendError`]; the ring is then unchanged.
+    pub fn append_compact(
+        &mut self,
+        at: Millis,
+        event_type: EventType<'_>,
+        payload: CompactPayload<'_>,
+        policy: &RetentionPolicy,
+    ) -> Result<Appended, AppendError> {
+        let text = payload.text();
+        self.append_with(at, event_type, text.len(), policy, |dst| {
+            if dst.len() != text.len() {
+                return false;
+            }
+            dst.copy_from_slice(text);
+            true
+        })
+    }
+
+    /// The body of both appends: `write` puts the compact payload of `payload_len` bytes
+    /// into the slice it is given (exactly that long) and answers whether it did.
+    fn append_with(
+        &mut self,
+        at: Millis,
+        event_type: EventType<'_>,
+        payload_len: usize,
+        policy: &RetentionPolicy,
+        write: impl FnOnce(&mut [u8]) -> bool,
+    ) -> Result<Appended, AppendError> {
         if payload_len > policy.max_payload_bytes as usize {
             return Err(AppendError::PayloadTooLarge {
                 size: payload_len,
@@ -264,7 +301,7 @@ impl<const EVENTS: usize, const BYTES: usize> EventRing<EVENTS, BYTES> {
         };
         let (type_dst, payload_dst) = dst.split_at_mut(type_len);
         type_dst.copy_from_slice(event_type.as_str().as_bytes());
-        if payload.write_compact(payload_dst).is_err() {
+        if !write(payload_dst) {
             // Unreachable: `payload_dst` is exactly `compact_len` long.
             return Err(AppendError::TooLargeForRing {
                 size: len,

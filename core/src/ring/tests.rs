@@ -294,3 +294,35 @@ fn a_checkpoint_under_retain_from_checkpoint_becomes_the_earliest_event() {
     assert_eq!(a.evicted, None);
     assert_eq!(plain.retained().earliest().get(), 0);
 }
+
+/// `append_compact` is `append` for a compact payload: the same results, evictions and stored
+/// events, refusals included, over payloads of varied sizes that wrap the arena; and only a
+/// compact text makes a `CompactPayload`.
+#[test]
+fn append_compact_is_append_for_a_compact_payload() {
+    let mut a: EventRing<5, 96> = EventRing::new();
+    let mut b: EventRing<5, 96> = EventRing::new();
+    let p = RetentionPolicy {
+        max_payload_bytes: 60,
+        ..policy()
+    };
+    for i in 0..40usize {
+        let text = std::format!("{{\"i\":{i},\"pad\":\"{}\"}}", "x".repeat(i * 7 % 53));
+        let full = payload(&text);
+        let compact = full.compact().expect("written compact");
+        assert_eq!(compact.text(), text.as_bytes());
+        let at = Millis(i as u64);
+        assert_eq!(
+            a.append(at, ty(), full, &p),
+            b.append_compact(at, ty(), compact, &p),
+            "append {i}"
+        );
+        assert_eq!(a.retained(), b.retained());
+        assert_eq!(contents(&a), contents(&b));
+    }
+    assert_eq!(payload("{ \"a\": 1 }").compact(), None);
+    assert_eq!(
+        payload("{\"a\":\" x \"}").compact().map(|c| c.text()),
+        Some(&b"{\"a\":\" x \"}"[..])
+    );
+}

@@ -48,7 +48,7 @@ pub use stream::{
 };
 pub use write::{
     error_len, event_len, stream_result_len, write_error, write_event, write_stream_result,
-    BufferTooSmall, Era, EventNotification,
+    write_unsigned, BufferTooSmall, Era, EventNotification,
 };
 
 /// The methods and notifications this module knows by name.

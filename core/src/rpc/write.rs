@@ -373,5 +373,15 @@ pub fn write_error(
     written(out, |s| self::error(s, id, error))
 }
 
+/// Writes `n` in decimal into `out`, as the other writers write their numbers (`seq`,
+/// `earliestSeq`, integer ids), for a caller that writes the rest of its message itself: a
+/// firmware then carries one number writer. Returns the number of bytes written.
+///
+/// # Errors
+/// [`BufferTooSmall`] if the digits do not fit; `out` may then hold some of them.
+pub fn write_unsigned(n: u64, out: &mut [u8]) -> Result<usize, BufferTooSmall> {
+    written(out, |s| unsigned(s, n))
+}
+
 #[cfg(test)]
 mod tests;

@@ -469,7 +469,10 @@ impl Agent {
             return self.tool_error(id, "no free task slot");
         };
         self.seed(crate::jitter() ^ crate::systick_value());
-        let words = [self.random(), self.random(), self.random(), self.random()];
+        let mut words = [0u32; 4];
+        for w in &mut words {
+            *w = self.random();
+        }
         let Some(task) = self.tasks.get_mut(slot) else {
             return;
         };
@@ -924,10 +927,11 @@ fn task_fields(out: &mut Out, task: &Task, legacy: bool) {
     });
 }
 
-/// Appends an event to the task's ring. The payloads are the device's own and always fit.
+/// Appends an event to the task's ring. The payloads are the device's own: compact, and they
+/// always fit.
 fn append(task: &mut Task, now: Millis, ty: EventType<'static>, payload: &[u8]) {
-    if let Ok(payload) = Payload::new(payload) {
-        let _ = task.ring.append(now, ty, payload, &POLICY);
+    if let Some(payload) = Payload::new(payload).ok().and_then(|p| p.compact()) {
+        let _ = task.ring.append_compact(now, ty, payload, &POLICY);
     }
 }
 

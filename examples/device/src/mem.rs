@@ -8,6 +8,9 @@
 //!
 //! The loops read and write through volatile accesses so that the optimiser cannot recognise
 //! them as a copy or a fill and replace them with a call to themselves.
+//!
+//! On the Cortex-M0 (feature `microbit`), also the unsigned division the compiler calls
+//! (`__aeabi_uidiv`, `__aeabi_uidivmod`), as a shift-and-subtract loop.
 
 #![allow(unsafe_code, clippy::missing_safety_doc)]
 
@@ -152,4 +155,44 @@ pub unsafe extern "C" fn memcmp(a: *const u8, b: *const u8, n: usize) -> i32 {
 pub unsafe extern "C" fn bcmp(a: *const u8, b: *const u8, n: usize) -> i32 {
     // SAFETY: the same contract.
     unsafe { memcmp(a, b, n) }
+}
+
+/// The Cortex-M0's unsigned division (it has no divide instruction): `(quotient, remainder)`
+/// by shifting and subtracting, one quotient bit per turn, with no division of its own (which
+/// would call itself). `compiler_builtins`' version (about 400 bytes, `u32_div_rem`) is tuned
+/// for speed; the agent divides a handful of times per message (the digits of its numbers, an
+/// ISO-8601 time), where 32 turns of a loop cost it nothing it can measure. A divisor of 0
+/// gives `(u32::MAX, n)`; Rust checks every division for it before calling, so it never comes.
+#[cfg(feature = "microbit")]
+fn udivmod(n: u32, d: u32) -> (u32, u32) {
+    let mut q = 0u32;
+    let mut r = 0u32;
+    let mut i = 32;
+    while i > 0 {
+        i -= 1;
+        // `r < d` before the shift; a bit shifted out of `r` makes it larger than any `d`.
+        let carry = r >> 31;
+        r = (r << 1) | ((n >> i) & 1);
+        if carry != 0 || r >= d {
+            r = r.wrapping_sub(d);
+            q |= 1 << i;
+        }
+    }
+    (q, r)
+}
+
+/// `n / d`, the call the compiler emits for a 32-bit unsigned division on the Cortex-M0.
+#[cfg(feature = "microbit")]
+#[no_mangle]
+pub extern "C" fn __aeabi_uidiv(n: u32, d: u32) -> u32 {
+    udivmod(n, d).0
+}
+
+/// `n / d` and `n % d`, the quotient in `r0` and the remainder in `r1` (AEABI's
+/// `__aeabi_uidivmod`, a 64-bit return value with the quotient in its low word).
+#[cfg(feature = "microbit")]
+#[no_mangle]
+pub extern "C" fn __aeabi_uidivmod(n: u32, d: u32) -> u64 {
+    let (q, r) = udivmod(n, d);
+    (u64::from(r) << 32) | u64::from(q)
 }

@@ -73,35 +73,30 @@ impl Out {
         self.put(text.as_bytes())
     }
 
+    /// `n` in decimal, by the core's number writer (the one its stream messages use).
     pub(crate) fn u64(&mut self, n: u64) -> &mut Out {
-        let mut digits = [0u8; 20];
-        let mut i = digits.len();
-        let mut n = n;
-        while i > 0 {
-            i -= 1;
-            let (q, r) = divmod(n, 10);
-            if let Some(d) = digits.get_mut(i) {
-                *d = b'0' + r as u8;
-            }
-            n = q;
-            if n == 0 {
-                break;
-            }
+        let written = self
+            .buf
+            .get_mut(self.len..)
+            .map(|rest| taskstream_core::rpc::write_unsigned(n, rest));
+        match written {
+            Some(Ok(k)) => self.len += k,
+            _ => self.overflow = true,
         }
-        let (_, used) = digits.split_at(i);
-        self.put(used)
+        self
     }
 
     /// Milliseconds since boot as an ISO-8601 UTC time counted from the Unix epoch (the board
     /// has no real-time clock), e.g. `1970-01-01T00:00:12.345Z`.
     pub(crate) fn time(&mut self, ms: u64) -> &mut Out {
         let (secs, milli) = divmod(ms, 1000);
-        let (minutes, sec) = divmod(secs, 60);
-        let (hours, min) = divmod(minutes, 60);
-        let (days, hour) = divmod(hours, 24);
+        // 32-bit seconds reach 136 years of uptime; beyond that the time stays at its last.
+        let secs = u32::try_from(secs).unwrap_or(u32::MAX);
+        let (minutes, sec) = (secs / 60, secs % 60);
+        let (hours, min) = (minutes / 60, minutes % 60);
+        let (mut day, hour) = (hours / 24, hours % 24);
         // The calendar, a year and then a month at a time: an uptime is decades at most, and
         // this takes less flash than a closed form.
-        let mut day = u32::try_from(days).unwrap_or(u32::MAX);
         let mut year = 1970u32;
         let mut month = 1u32;
         loop {

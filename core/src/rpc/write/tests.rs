@@ -285,6 +285,25 @@ fn numbers() {
     }
 }
 
+/// `write_unsigned`: the digits `format!` gives, the count it returns, and every buffer
+/// shorter than the digits refused.
+#[test]
+fn write_unsigned_writes_the_digits_and_refuses_short_buffers() {
+    for n in [
+        0u64,
+        7,
+        10,
+        4_294_967_295,
+        4_294_967_296,
+        (1 << 53) - 1,
+        u64::MAX,
+    ] {
+        let expected = std::format!("{n}");
+        let text = render(expected.len(), |out| write_unsigned(n, out));
+        assert_eq!(text, expected);
+    }
+}
+
 /// A compact JSON object (as the ring stores payloads), built from an arbitrary map.
 fn payload() -> impl Strategy<Value = String> {
     let leaf = prop_oneof![
