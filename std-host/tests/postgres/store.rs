@@ -11,6 +11,8 @@ use taskstream_store::{
     TaskRecord, TaskStatus, TaskStore, DEFAULT_INDEX_CACHE_BYTES, DEFAULT_MAX_STORE_BYTES,
 };
 
+use taskstream_store::pg::DEFAULT_CACHE_BYTES;
+
 use super::cluster::{self, Cluster};
 
 const NOW: Millis = Millis(1_000_000);
@@ -203,26 +205,20 @@ fn the_storage_interface_holds_on_a_data_dir_and_on_postgresql() {
         return;
     }
     let pg = Cluster::start();
-    let store = PgStore::open(PgConfig {
-        url: pg.db("contract"),
-        retention: retention(),
-        lease_timeout: Duration::from_secs(60),
-        pool_size: taskstream_store::pg::DEFAULT_POOL_SIZE,
-        writers: taskstream_store::pg::DEFAULT_WRITERS,
-        cache_bytes: taskstream_store::pg::DEFAULT_CACHE_BYTES,
-    })
-    .expect("open");
+    let store = open(&pg.db("contract"), retention(), DEFAULT_CACHE_BYTES);
     contract(&store);
 }
 
-fn open(url: &str, lease_timeout: Duration) -> PgStore {
+/// A replica of the store on `url`: a lease of 60 s, the default pool and writers, a cache of
+/// `cache_bytes` (0: every read goes to the database).
+fn open(url: &str, retention: RetentionPolicy, cache_bytes: usize) -> PgStore {
     PgStore::open(PgConfig {
         url: url.to_owned(),
-        retention: RetentionPolicy::DEFAULT,
-        lease_timeout,
+        retention,
+        lease_timeout: Duration::from_secs(60),
         pool_size: taskstream_store::pg::DEFAULT_POOL_SIZE,
         writers: taskstream_store::pg::DEFAULT_WRITERS,
-        cache_bytes: taskstream_store::pg::DEFAULT_CACHE_BYTES,
+        cache_bytes,
     })
     .expect("open")
 }
@@ -234,8 +230,8 @@ fn racing_writers_and_a_lease_taken_over_never_duplicate_or_gap() {
     }
     let pg = Cluster::start();
     let url = pg.db("race");
-    let a = Arc::new(open(&url, Duration::from_secs(60)));
-    let b = Arc::new(open(&url, Duration::from_secs(60)));
+    let a = Arc::new(open(&url, RetentionPolicy::DEFAULT, DEFAULT_CACHE_BYTES));
+    let b = Arc::new(open(&url, RetentionPolicy::DEFAULT, DEFAULT_CACHE_BYTES));
     a.create_task(record("race"), NOW).expect("create");
 
     // Eight appenders on the owner, while the other replica tries too (refused: it does not
@@ -327,23 +323,14 @@ fn the_cache_serves_nothing_below_the_floor_and_nothing_uncommitted() {
     }
     let pg = Cluster::start();
     let url = pg.db("cache");
-    let open_with = |cache_bytes: usize| {
-        PgStore::open(PgConfig {
-            url: url.clone(),
-            retention: RetentionPolicy {
-                max_events: 10,
-                retain_from_checkpoint: true,
-                ..RetentionPolicy::DEFAULT
-            },
-            lease_timeout: Duration::from_secs(60),
-            pool_size: taskstream_store::pg::DEFAULT_POOL_SIZE,
-            writers: taskstream_store::pg::DEFAULT_WRITERS,
-            cache_bytes,
-        })
-        .expect("open")
+    let retention = RetentionPolicy {
+        max_events: 10,
+        retain_from_checkpoint: true,
+        ..RetentionPolicy::DEFAULT
     };
-    let a = open_with(taskstream_store::pg::DEFAULT_CACHE_BYTES);
-    let b = open_with(taskstream_store::pg::DEFAULT_CACHE_BYTES);
+    let open_with = |cache_bytes: usize| open(&url, retention, cache_bytes);
+    let a = open_with(DEFAULT_CACHE_BYTES);
+    let b = open_with(DEFAULT_CACHE_BYTES);
     // No cache: every read goes to the database, the reference.
     let plain = open_with(0);
     a.create_task(record("c"), NOW).expect("create");
@@ -452,17 +439,25 @@ fn the_pool_counts_the_readers_waiting_for_a_connection() {
         .expect("open"),
     );
     store.create_task(record("pool"), NOW).expect("create");
-    // The lease thread's first renewal and reaping run as the store opens: wait for them.
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        let idle = store.pool().expect("a pool");
-        assert_eq!(idle.size, 1);
-        if (idle.in_use, idle.waiting) == (0, 0) {
-            break;
+    // The store's own threads (the lease's renewal and reaping) use the pool too: this waits
+    // (bounded) until nothing is in use or waiting, and returns the gauges then.
+    let wait_idle = |when: &str| {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let now = store.pool().expect("a pool");
+            assert_eq!(now.size, 1);
+            if (now.in_use, now.waiting) == (0, 0) {
+                return now;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "the pool never idle {when}: {now:?}"
+            );
+            std::thread::yield_now();
         }
-        assert!(Instant::now() < deadline, "the pool never idle: {idle:?}");
-        std::thread::yield_now();
-    }
+    };
+    // The lease thread's first renewal and reaping run as the store opens.
+    wait_idle("after the store opened");
     let stop = Arc::new(AtomicBool::new(false));
     let readers: Vec<_> = (0..4)
         .map(|_| {
@@ -490,20 +485,7 @@ fn the_pool_counts_the_readers_waiting_for_a_connection() {
     for r in readers {
         r.join().expect("reader");
     }
-    // The store's own threads (the lease's renewal and reaping) use the pool too: wait for
-    // it to be idle again.
-    let deadline = Instant::now() + Duration::from_secs(30);
-    let after = loop {
-        let now = store.pool().expect("a pool");
-        if (now.in_use, now.waiting) == (0, 0) {
-            break now;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "the pool never idle again: {now:?}"
-        );
-        std::thread::yield_now();
-    };
+    let after = wait_idle("after the readers");
     assert!(
         after.waits >= busy.waiting && after.waits >= 1,
         "{busy:?} then {after:?}"
@@ -523,23 +505,14 @@ fn the_local_lookup_never_runs_ahead_of_the_database_nor_below_its_floor() {
     }
     let pg = Cluster::start();
     let url = pg.db("local");
-    let open_with = |cache_bytes: usize| {
-        PgStore::open(PgConfig {
-            url: url.clone(),
-            retention: RetentionPolicy {
-                max_events: 1000,
-                max_event_age: Millis(1000),
-                ..RetentionPolicy::DEFAULT
-            },
-            lease_timeout: Duration::from_secs(60),
-            pool_size: taskstream_store::pg::DEFAULT_POOL_SIZE,
-            writers: taskstream_store::pg::DEFAULT_WRITERS,
-            cache_bytes,
-        })
-        .expect("open")
+    let retention = RetentionPolicy {
+        max_events: 1000,
+        max_event_age: Millis(1000),
+        ..RetentionPolicy::DEFAULT
     };
-    let a = Arc::new(open_with(taskstream_store::pg::DEFAULT_CACHE_BYTES));
-    let b = open_with(taskstream_store::pg::DEFAULT_CACHE_BYTES);
+    let open_with = |cache_bytes: usize| open(&url, retention, cache_bytes);
+    let a = Arc::new(open_with(DEFAULT_CACHE_BYTES));
+    let b = open_with(DEFAULT_CACHE_BYTES);
     // No cache, never the lease: every lookup reads the row, the reference.
     let plain = open_with(0);
     a.create_task(record("l"), NOW).expect("create");
