@@ -72,6 +72,8 @@ mod model;
 pub mod pg;
 #[cfg(feature = "postgres")]
 mod pg_cache;
+#[cfg(feature = "postgres")]
+mod pg_chunk;
 mod raw;
 mod recovery;
 pub mod stats;

@@ -8,7 +8,8 @@
 //! | `taskstream_schema` | one row: the schema version ([`SCHEMA_VERSION`]); a newer one is refused |
 //! | `taskstream_replicas` | each replica's id and lease heartbeat (the database's clock) |
 //! | `taskstream_tasks` | each task: its record (JSON text), status, principal, owner replica, retention floor, next seq, end time |
-//! | `taskstream_events` | each retained event: (task, seq) key, type, payload (JSON text, byte for byte as appended), time (no foreign key since version 2: its check per row cost as much as the insert) |
+//! | `taskstream_chunks` | runs of a task's consecutive events, one row per run: key (task, first seq), the seq after its last, the times of its first and latest events, the events packed (type, payload byte for byte as appended, time; [`crate::pg_chunk`] gives the format; LZ4-compressed where the server has it). A group commit writes one row per task it holds, so the database pays its per-row costs (tuple, key, WAL record, protocol message) once per run, not per event (since version 3) |
+//! | `taskstream_events` (a view) | the retained events one per row (task, seq, type, payload, time), unpacked from the chunks by the function `taskstream_unpack`, for people and their tools; the store never reads it |
 //!
 //! # How it keeps the store's invariants
 //!
@@ -20,15 +21,17 @@
 //!   running, owned by this replica and at the batch's first seq, in the transaction that
 //!   then copies the events of the tasks whose row moved, and only theirs: a deposed
 //!   writer's late batch is refused by the database, and
-//!   `(task_id, seq)`, the primary key, can name one event only.
+//!   `(task_id, first_seq)`, the primary key, can start one run only (and a run is written
+//!   only by the batch that moved the row past it).
 //! - **Durable before visible.** Readers (any replica) see only committed rows, and nothing
 //!   is answered or delivered before `COMMIT` returned (with `synchronous_commit = on`).
 //! - **Group commit, pipelined.** [`emit`](TaskStore::emit) queues the event and returns its
 //!   seq; writer threads (`writers`, each task always in the same one) take everything queued
 //!   while their last batch committed and write it in **one transaction**: one statement
 //!   (`UPDATE … FROM unnest` fenced, the count limit's `DELETE`, `pg_notify`), then the
-//!   events by `COPY … FROM STDIN (FORMAT binary)`: a few round trips and one WAL flush of
-//!   the database per batch, whatever its size. A batch cut with its connection
+//!   events, one chunk row per task (split past 1,024 events or 256 KiB), by
+//!   `COPY … FROM STDIN (FORMAT binary)`: a few round trips and one WAL flush of the database
+//!   per batch, whatever its size. A batch cut with its connection
 //!   is retried until the lease timeout (its fence makes a retry of a batch that did commit a
 //!   refusal, recognised by the row being at the batch's end); a batch that could not commit
 //!   makes the task's next append fail, so a producer never goes on past a lost event.
@@ -55,12 +58,14 @@
 //!   appending replica, checked in the same statement that takes the seq, so once a task was
 //!   ended (by a lease expiry or a cancellation through another replica) its old owner's next
 //!   append is refused: two writers never interleave one task's events.
-//! - **Retention.** By count at each batch (the floor moves and the rows below it go in the
-//!   same statement), by age and terminal retention in [`sweep`](TaskStore::sweep), in short
-//!   statements: a floor moves first, then the rows below it go lowest first, 10,000 at a
-//!   time, so a running task's row is never held for longer than one `UPDATE` and what is left
-//!   of a log is always a suffix. Reads are bounded by the floor, so `earliestSeq` is exact and
-//!   a dropped seq is `events_gone`.
+//! - **Retention.** By count at each batch (the floor moves and the chunks wholly below it go
+//!   in the same statement), by age and terminal retention in [`sweep`](TaskStore::sweep), in
+//!   short statements: a floor moves first, then the chunks wholly below it go lowest first,
+//!   1,000 at a time, so a running task's row is never held for longer than one `UPDATE` and
+//!   what is left of a log is always a suffix. The chunk the floor falls inside stays until
+//!   the floor passes its end; every read takes the floor from the task's row in the same
+//!   statement and hands out nothing below it, so `earliestSeq` is exact and a dropped seq is
+//!   `events_gone`.
 //!
 //! Connection errors are not fail-stop: a statement on a dropped connection fails (the client
 //! is told), the connection is dropped and the next call reconnects.
@@ -82,13 +87,14 @@ use super::backend::TaskStore;
 use super::error::{AppendError, StoreError};
 use super::model::{ChangeSignal, TaskRecord, TaskStatus, TaskView, STATUS_EVENT_TYPE};
 use super::pg_cache::{Cached, EventCache};
+use super::pg_chunk::{self, ChunkWriter};
 use super::raw::RawEvent;
 
 pub use super::pg_cache::CacheUsage;
 use super::sync::lock;
 
 /// The schema version this build writes and reads; a database at a newer one is refused.
-pub const SCHEMA_VERSION: i32 = 2;
+pub const SCHEMA_VERSION: i32 = 3;
 
 pub use crate::model::DEFAULT_LEASE_TIMEOUT;
 
@@ -133,6 +139,65 @@ CREATE TABLE taskstream_events (
 -- delete a task's events before its row.
 ALTER TABLE taskstream_events DROP CONSTRAINT IF EXISTS taskstream_events_task_id_fkey;
 ",
+    r"
+-- A row per event cost the database a heap tuple, a key and a protocol message per event on
+-- append and on read: a run of one task's consecutive events (a group commit's share of the
+-- task) is now one row, packed as `crate::pg_chunk` says.
+CREATE TABLE taskstream_chunks (
+    task_id text NOT NULL,
+    first_seq bigint NOT NULL,
+    end_seq bigint NOT NULL,
+    first_at bigint NOT NULL,
+    last_at bigint NOT NULL,
+    events bytea NOT NULL,
+    PRIMARY KEY (task_id, first_seq),
+    CHECK (end_seq > first_seq)
+);
+-- LZ4 where the server has it (PostgreSQL 14 and later, built with it): pglz, the default,
+-- costs more than the rows it saves.
+DO $$
+BEGIN
+    EXECUTE 'ALTER TABLE taskstream_chunks ALTER COLUMN events SET COMPRESSION lz4';
+EXCEPTION WHEN OTHERS THEN
+    NULL;
+END
+$$;
+INSERT INTO taskstream_chunks (task_id, first_seq, end_seq, first_at, last_at, events)
+SELECT task_id, min(seq), max(seq) + 1, (array_agg(at ORDER BY seq))[1], max(at),
+    string_agg(int8send(at) || int2send(octet_length(type)::smallint)
+        || int4send(octet_length(payload)) || convert_to(type, 'UTF8')
+        || convert_to(payload, 'UTF8'), ''::bytea ORDER BY seq)
+FROM taskstream_events GROUP BY task_id, seq / 1024;
+DROP TABLE taskstream_events;
+-- The retained events one per row, for people and their tools (the store reads the chunks).
+CREATE FUNCTION taskstream_unpack(events bytea, first_seq bigint)
+RETURNS TABLE (seq bigint, type text, payload text, at bigint)
+LANGUAGE plpgsql IMMUTABLE STRICT AS $f$
+DECLARE
+    off integer := 0;
+    type_len integer;
+    payload_len integer;
+BEGIN
+    seq := first_seq;
+    WHILE off < length(events) LOOP
+        at := ('x' || encode(substring(events FROM off + 1 FOR 8), 'hex'))::bit(64)::bigint;
+        type_len := get_byte(events, off + 8) * 256 + get_byte(events, off + 9);
+        payload_len := ('x' || encode(substring(events FROM off + 11 FOR 4), 'hex'))::bit(32)::integer;
+        type := convert_from(substring(events FROM off + 15 FOR type_len), 'UTF8');
+        payload := convert_from(substring(events FROM off + 15 + type_len FOR payload_len), 'UTF8');
+        RETURN NEXT;
+        seq := seq + 1;
+        off := off + 14 + type_len + payload_len;
+    END LOOP;
+END
+$f$;
+CREATE VIEW taskstream_events AS
+SELECT c.task_id, e.seq, e.type, e.payload, e.at
+FROM taskstream_chunks c
+JOIN taskstream_tasks t ON t.task_id = c.task_id
+CROSS JOIN LATERAL taskstream_unpack(c.events, c.first_seq) e
+WHERE c.end_seq > t.floor AND e.seq >= t.floor;
+",
 ];
 
 /// The advisory lock that serialises migrations of replicas starting together.
@@ -150,8 +215,8 @@ const RETENTION_NOTICE: &str = "retention";
 /// rows again (the replica that held the task's lease learns that it ended).
 const END_NOTICE: &str = "end";
 
-/// The most event rows one statement of a retention sweep deletes.
-const SWEEP_CHUNK: i64 = 10_000;
+/// The most chunk rows one statement of a retention sweep deletes.
+const SWEEP_CHUNK: i64 = 1_000;
 
 /// The most appends one group commit takes.
 const MAX_BATCH: usize = 16_384;
@@ -175,26 +240,35 @@ WITH d AS (
         AND t.status IN ('working', 'input_required') AND t.next_seq = d.expect
     RETURNING t.task_id
 ), gone AS (
-    DELETE FROM taskstream_events x USING d
-    WHERE x.task_id = d.task_id AND d.floor > d.lo AND x.seq >= d.lo AND x.seq < d.floor
-        AND d.task_id IN (SELECT task_id FROM moved)
+    DELETE FROM taskstream_chunks x USING d
+    WHERE x.task_id = d.task_id AND d.floor > d.lo AND x.first_seq < d.floor
+        AND x.end_seq <= d.floor AND d.task_id IN (SELECT task_id FROM moved)
 )
 SELECT task_id, pg_notify('taskstream', '') IS NULL FROM moved";
 
-/// The events of a group commit, in PostgreSQL's binary copy format (no text or array to
-/// parse on the database's side), in the transaction whose [`FENCE_BATCH`] let their tasks
-/// through.
-const COPY_EVENTS: &str =
-    "COPY taskstream_events (task_id, seq, type, payload, at) FROM STDIN (FORMAT binary)";
+/// The events of a group commit, a chunk row per task (or more, past
+/// [`pg_chunk::MAX_EVENTS`]), in PostgreSQL's binary copy format (no text or array to parse on
+/// the database's side), in the transaction whose [`FENCE_BATCH`] let their tasks through.
+const COPY_CHUNKS: &str = "COPY taskstream_chunks (task_id, first_seq, end_seq, first_at, \
+     last_at, events) FROM STDIN (FORMAT binary)";
 
-/// The column types of [`COPY_EVENTS`].
-const COPY_TYPES: [postgres::types::Type; 5] = [
+/// The column types of [`COPY_CHUNKS`].
+const COPY_TYPES: [postgres::types::Type; 6] = [
     postgres::types::Type::TEXT,
     postgres::types::Type::INT8,
-    postgres::types::Type::TEXT,
-    postgres::types::Type::TEXT,
     postgres::types::Type::INT8,
+    postgres::types::Type::INT8,
+    postgres::types::Type::INT8,
+    postgres::types::Type::BYTEA,
 ];
+
+/// Inserts one chunk row (a creation's or an end's single event).
+const INSERT_CHUNK: &str = "INSERT INTO taskstream_chunks \
+     (task_id, first_seq, end_seq, first_at, last_at, events) VALUES ($1, $2, $3, $4, $5, $6)";
+
+/// Deletes a task's chunks wholly below a floor (`$2`).
+const DELETE_BELOW: &str =
+    "DELETE FROM taskstream_chunks WHERE task_id = $1 AND first_seq < $2 AND end_seq <= $2";
 
 /// What this replica knows of a task it writes (it holds the task's lease).
 struct Head {
@@ -407,10 +481,14 @@ impl std::ops::DerefMut for Conn {
 /// Reads a task's row.
 const LOOKUP: &str = "SELECT record, floor, next_seq FROM taskstream_tasks WHERE task_id = $1";
 
-/// Reads a bounded range of a task's events (by the primary key, whatever the table's
-/// statistics say).
-const READ_EVENTS: &str = "SELECT seq, type, payload, at FROM taskstream_events \
-     WHERE task_id = $1 AND seq >= $2 AND seq < $2 + $3 ORDER BY seq";
+/// Reads the chunks that hold a task's events from `$2` to before `$3` (by the primary key:
+/// the chunk holding `$2` is the last to start at or before it), with the task's floor.
+const READ_CHUNKS: &str = "SELECT c.first_seq, c.events, t.floor \
+     FROM taskstream_tasks t JOIN taskstream_chunks c ON c.task_id = t.task_id \
+     WHERE t.task_id = $1 AND c.first_seq < $3::bigint AND c.end_seq > $2::bigint \
+     AND c.first_seq >= COALESCE((SELECT max(first_seq) FROM taskstream_chunks \
+         WHERE task_id = $1 AND first_seq <= $2), 0) \
+     ORDER BY c.first_seq";
 
 /// The PostgreSQL store (see the module docs). Dropping it stops its threads; its running
 /// tasks stay owned by its replica id until its lease expires.
@@ -535,6 +613,84 @@ fn compact_payload(
     };
     String::from_utf8(bytes)
         .map_err(|_| AppendError::Storage(StoreError::Corrupt("payload is not UTF-8".into())))
+}
+
+/// The payload of a task's first event.
+const WORKING_PAYLOAD: &str = r#"{"status":"working"}"#;
+
+/// Inserts a chunk of one or a few events (a creation's, an end's).
+fn insert_chunk(
+    tx: &mut postgres::Transaction<'_>,
+    task_id: &str,
+    c: &ChunkWriter,
+) -> Result<u64, postgres::Error> {
+    tx.execute(
+        INSERT_CHUNK,
+        &[
+            &task_id,
+            &c.first,
+            &c.end,
+            &c.first_at,
+            &c.last_at,
+            &c.bytes.as_slice(),
+        ],
+    )
+}
+
+/// The events of `chunks` (in seq order) from `from` to before `until`, as long as their seqs
+/// run on without a gap (a gap: retention ran; the run stops before it).
+fn unpack_run(
+    chunks: &[(i64, bytes::Bytes)],
+    from: i64,
+    until: i64,
+) -> Result<Vec<Cached>, StoreError> {
+    let mut events: Vec<Cached> = Vec::new();
+    let mut expected = from;
+    for (first, bytes) in chunks {
+        if *first > expected || expected >= until {
+            break;
+        }
+        pg_chunk::unpack(bytes, *first, expected, |seq, c| {
+            if seq >= until {
+                return false;
+            }
+            events.push(c);
+            expected = seq + 1;
+            true
+        })?;
+    }
+    Ok(events)
+}
+
+/// The seq of a task's first event of seq `from` or later appended at `cutoff` or later (the
+/// first chunk whose latest event is that new, unpacked; a chunk whose events past `from`
+/// are all older, which only a clock set back makes, is passed over).
+fn first_fresh(
+    c: &mut Conn,
+    task_id: &str,
+    from: i64,
+    cutoff: i64,
+) -> Result<Result<Option<i64>, StoreError>, postgres::Error> {
+    let mut after = from;
+    loop {
+        let Some(row) = c.query_opt(
+            "SELECT first_seq, end_seq, events FROM taskstream_chunks \
+             WHERE task_id = $1 AND end_seq > $2 AND last_at >= $3 \
+             AND first_seq >= COALESCE((SELECT max(first_seq) FROM taskstream_chunks \
+                 WHERE task_id = $1 AND first_seq <= $2), 0) \
+             ORDER BY first_seq LIMIT 1",
+            &[&task_id, &after, &cutoff],
+        )?
+        else {
+            return Ok(Ok(None));
+        };
+        let (first, end, events): (i64, i64, &[u8]) = (row.get(0), row.get(1), row.get(2));
+        match pg_chunk::first_at_or_after(events, first, after, cutoff) {
+            Ok(Some(seq)) => return Ok(Ok(Some(seq))),
+            Ok(None) => after = end,
+            Err(e) => return Ok(Err(e)),
+        }
+    }
 }
 
 /// The running statuses, as stored.
@@ -886,11 +1042,9 @@ impl Replica {
                 if n == 0 {
                     return Ok(false);
                 }
-                tx.execute(
-                    "INSERT INTO taskstream_events (task_id, seq, type, payload, at) \
-                     VALUES ($1, 0, $2, '{\"status\":\"working\"}', $3)",
-                    &[&record.task_id, &STATUS_EVENT_TYPE, &at],
-                )?;
+                let mut chunk = ChunkWriter::new(0);
+                chunk.push(at, STATUS_EVENT_TYPE, WORKING_PAYLOAD.as_bytes());
+                insert_chunk(&mut tx, &record.task_id, &chunk)?;
                 tx.execute("SELECT pg_notify('taskstream', '')", &[])?;
                 tx.commit()?;
                 Ok(true)
@@ -917,7 +1071,7 @@ impl Replica {
             [Cached::new(
                 now,
                 STATUS_EVENT_TYPE,
-                br#"{"status":"working"}"#,
+                WORKING_PAYLOAD.as_bytes(),
             )],
         );
         self.changes.notify();
@@ -990,17 +1144,11 @@ impl Replica {
                         &at,
                     ],
                 )?;
-                tx.execute(
-                    "INSERT INTO taskstream_events (task_id, seq, type, payload, at) \
-                     VALUES ($1, $2, $3, $4, $5)",
-                    &[&task_id, &seq, &STATUS_EVENT_TYPE, &payload, &at],
-                )?;
+                let mut chunk = ChunkWriter::new(seq);
+                chunk.push(at, STATUS_EVENT_TYPE, payload.as_bytes());
+                insert_chunk(&mut tx, task_id, &chunk)?;
                 if new_floor > floor {
-                    tx.execute(
-                        "DELETE FROM taskstream_events \
-                         WHERE task_id = $1 AND seq >= $2 AND seq < $3",
-                        &[&task_id, &floor, &new_floor],
-                    )?;
+                    tx.execute(DELETE_BELOW, &[&task_id, &new_floor])?;
                 }
                 // Every replica's local lookups stop answering (one of them may hold the
                 // task's lease: a cancellation through another replica, a lease reaped).
@@ -1112,7 +1260,7 @@ impl Replica {
 
     /// Reads up to `max` events from `from`: from the cache when it holds `from` (what it
     /// has, maybe fewer than `max`: the caller reads again for the rest), else from the
-    /// database, [`READ_AHEAD`] rows per round trip, the ones past `max` kept in the cache for
+    /// database, [`READ_AHEAD`] events (their chunks) per round trip, the ones past `max` kept in the cache for
     /// the next read.
     fn read_raw_from(
         &self,
@@ -1138,47 +1286,37 @@ impl Replica {
         } else {
             max
         };
-        let limit = i64::try_from(fetch).unwrap_or(i64::MAX);
+        let fetch_i = i64::try_from(fetch).unwrap_or(i64::MAX);
         let from_i = i64_of(from);
-        // Rows are taken as they arrive (the database sends the next while this thread copies
-        // the last), into the events the read hands out and the cache keeps.
-        let (events, first) = self.with("cannot read events", false, |c| {
-            // No row below the task's floor is ever visible for long: the floor moves before
-            // the rows below it go, which go lowest first (and the caller decided from the
-            // floor before it read).
-            let st = c.prep(READ_EVENTS)?;
+        let until = from_i.saturating_add(fetch_i);
+        // A chunk's bytes are copied once out of its row; its events share them, in the
+        // events the read hands out and in the ones the cache keeps.
+        let (chunks, floor) = self.with("cannot read events", false, |c| {
+            let st = c.prep(READ_CHUNKS)?;
             let mut rows = c.query_raw(
                 &st,
                 [
                     &task_id as &(dyn postgres::types::ToSql + Sync),
                     &from_i,
-                    &limit,
+                    &until,
                 ],
             )?;
-            let mut events: Vec<Cached> = Vec::with_capacity(fetch.min(READ_AHEAD));
-            let mut expected = from_i;
-            let mut gap = false;
+            let mut chunks: Vec<(i64, bytes::Bytes)> = Vec::new();
+            let mut floor = 0;
             while let Some(r) = rows.next()? {
-                if gap {
-                    continue;
-                }
-                let seq: i64 = r.try_get(0)?;
-                if seq != expected {
-                    // A seq no longer retained (retention ran): the batch stops before it.
-                    gap = true;
-                    continue;
-                }
-                let event_type: &str = r.try_get(1)?;
-                let payload: &str = r.try_get(2)?;
-                let at: i64 = r.try_get(3)?;
-                let at = Millis(u64::try_from(at).unwrap_or(0));
-                events.push(Cached::new(at, event_type, payload.as_bytes()));
-                expected += 1;
+                floor = r.try_get(2)?;
+                chunks.push((r.try_get(0)?, bytes::Bytes::copy_from_slice(r.try_get(1)?)));
             }
-            Ok((events, from_i))
+            Ok((chunks, floor))
         })?;
+        // Below the floor nothing is handed out: a reader that decided from an older floor
+        // gets nothing and looks the task up again.
+        if from_i < floor {
+            return Ok(0);
+        }
+        let events = unpack_run(&chunks, from_i, until)?;
         let mut n = 0;
-        for (i, c) in (first..).zip(events.iter().take(max)) {
+        for (i, c) in (from_i..).zip(events.iter().take(max)) {
             push(RawEvent::shared(
                 seq_of(i)?,
                 c.at,
@@ -1193,9 +1331,7 @@ impl Replica {
             Vec::new()
         };
         if !keep.is_empty() {
-            // The floor is not known here (0 raises nothing): the entry keeps the highest
-            // floor this replica saw, and the next lookup raises it.
-            self.cache.insert(task_id, 0, from_i, keep);
+            self.cache.insert(task_id, floor, from_i, keep);
         }
         Ok(n)
     }
@@ -1546,7 +1682,7 @@ impl Replica {
             floors.insert(t.task_id.as_str(), t.floor);
         }
         let fence = c.prep(FENCE_BATCH)?;
-        let copy = c.prep(COPY_EVENTS)?;
+        let copy = c.prep(COPY_CHUNKS)?;
         let mut tx = c.transaction()?;
         let rows = tx.query(
             &fence,
@@ -1555,20 +1691,49 @@ impl Replica {
         let moved: HashSet<String> = rows.iter().map(|r| r.get(0)).collect();
         // Only the events of the tasks that passed the fence, and none already below its
         // task's new floor (a batch longer than the count limit).
+        // A task's events in a batch are consecutive seqs: each task's run is one chunk row
+        // (more past a chunk's bounds).
         let mut events = batch.iter().filter(|j| {
             moved.contains(&j.task_id) && floors.get(j.task_id.as_str()).is_none_or(|f| j.seq >= *f)
         });
         if let Some(first) = events.next() {
             let sink = tx.copy_in(&copy)?;
             let mut w = postgres::binary_copy::BinaryCopyInWriter::new(sink, &COPY_TYPES);
-            for j in std::iter::once(first).chain(events) {
+            let mut open: HashMap<&str, ChunkWriter> = HashMap::new();
+            let write = |w: &mut postgres::binary_copy::BinaryCopyInWriter<'_>,
+                         task_id: &str,
+                         c: &ChunkWriter| {
                 w.write(&[
-                    &j.task_id,
-                    &j.seq,
-                    &j.event_type,
-                    &j.payload,
-                    &millis_i64(j.at),
-                ])?;
+                    &task_id,
+                    &c.first,
+                    &c.end,
+                    &c.first_at,
+                    &c.last_at,
+                    &c.bytes.as_slice(),
+                ])
+            };
+            for j in std::iter::once(first).chain(events) {
+                let c = open
+                    .entry(j.task_id.as_str())
+                    .or_insert_with(|| ChunkWriter::new(j.seq));
+                if c.end != j.seq {
+                    // Never so (a task's seqs are taken in queue order), but a row must
+                    // hold consecutive seqs whatever happens.
+                    if !c.is_empty() {
+                        write(&mut w, &j.task_id, c)?;
+                    }
+                    *c = ChunkWriter::new(j.seq);
+                }
+                c.push(millis_i64(j.at), &j.event_type, j.payload.as_bytes());
+                if c.is_full() {
+                    write(&mut w, &j.task_id, c)?;
+                    *c = ChunkWriter::new(j.seq + 1);
+                }
+            }
+            for (task_id, c) in &open {
+                if !c.is_empty() {
+                    write(&mut w, task_id, c)?;
+                }
             }
             w.finish()?;
         }
@@ -1816,8 +1981,8 @@ impl Replica {
             loop {
                 let n = self.with("cannot apply retention", true, |c| {
                     c.execute(
-                        "DELETE FROM taskstream_events WHERE ctid = ANY(ARRAY(\
-                         SELECT ctid FROM taskstream_events WHERE task_id = ANY($1) LIMIT $2))",
+                        "DELETE FROM taskstream_chunks WHERE ctid = ANY(ARRAY(\
+                         SELECT ctid FROM taskstream_chunks WHERE task_id = ANY($1) LIMIT $2))",
                         &[&ids, &SWEEP_CHUNK],
                     )
                 })?;
@@ -1836,12 +2001,15 @@ impl Replica {
         }
         // Age: a task whose oldest retained event expired moves its floor to the first event
         // that has not (events are in time order; the events appended after the look are
-        // newer still), then the rows below it go.
+        // newer still), then the chunks wholly below it go. The candidates are the tasks
+        // whose chunk holding the floor began before the cutoff.
         let aged = self.with("cannot apply retention", false, |c| {
             c.query(
                 "SELECT t.task_id, t.floor, t.next_seq FROM taskstream_tasks t \
-                 JOIN taskstream_events e ON e.task_id = t.task_id AND e.seq = t.floor \
-                 WHERE e.at < $1",
+                 JOIN LATERAL (SELECT c.first_at, c.end_seq FROM taskstream_chunks c \
+                     WHERE c.task_id = t.task_id AND c.first_seq <= t.floor \
+                     ORDER BY c.first_seq DESC LIMIT 1) c ON true \
+                 WHERE c.end_seq > t.floor AND c.first_at < $1",
                 &[&age_cutoff],
             )
         })?;
@@ -1849,34 +2017,39 @@ impl Replica {
             let id: &str = r.get(0);
             let old_floor: i64 = r.get(1);
             let next: i64 = r.get(2);
-            let floor: i64 = self.with("cannot apply retention", true, |c| {
-                let first_fresh: Option<i64> = c
-                    .query_one(
-                        "SELECT min(seq) FROM taskstream_events \
-                         WHERE task_id = $1 AND seq >= $2 AND seq < $3 AND at >= $4",
-                        &[&id, &old_floor, &next, &age_cutoff],
-                    )?
-                    .get(0);
-                let floor = first_fresh.unwrap_or(next);
-                c.execute(
-                    "UPDATE taskstream_tasks SET floor = GREATEST(floor, $2) WHERE task_id = $1",
-                    &[&id, &floor],
-                )?;
-                Ok(floor)
+            let floor = self.with("cannot apply retention", true, |c| {
+                let floor = match first_fresh(c, id, old_floor, age_cutoff)? {
+                    Ok(Some(seq)) => seq.min(next),
+                    Ok(None) => next,
+                    Err(e) => return Ok(Err(e)),
+                };
+                if floor > old_floor {
+                    c.execute(
+                        "UPDATE taskstream_tasks SET floor = GREATEST(floor, $2) \
+                         WHERE task_id = $1",
+                        &[&id, &floor],
+                    )?;
+                }
+                Ok(Ok(floor))
             })?;
+            let floor = floor?;
+            if floor <= old_floor {
+                continue;
+            }
             self.distrust();
             self.cache.raise_floor(id, floor);
-            let mut lo = old_floor;
-            while lo < floor {
-                let hi = floor.min(lo.saturating_add(SWEEP_CHUNK));
-                self.with("cannot apply retention", true, |c| {
+            loop {
+                let n = self.with("cannot apply retention", true, |c| {
                     c.execute(
-                        "DELETE FROM taskstream_events \
-                         WHERE task_id = $1 AND seq >= $2 AND seq < $3",
-                        &[&id, &lo, &hi],
+                        "DELETE FROM taskstream_chunks WHERE ctid = ANY(ARRAY(\
+                         SELECT ctid FROM taskstream_chunks WHERE task_id = $1 \
+                         AND first_seq < $2 AND end_seq <= $2 ORDER BY first_seq LIMIT $3))",
+                        &[&id, &floor, &SWEEP_CHUNK],
                     )
                 })?;
-                lo = hi;
+                if n == 0 {
+                    break;
+                }
             }
             truncated += 1;
         }

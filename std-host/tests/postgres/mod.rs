@@ -608,12 +608,27 @@ fn retention_from_checkpoint_on_postgresql_across_replicas_and_a_restart() {
     assert!(b.shutdown().success());
     let mut c = replica(&url, &["--retain-from-checkpoint"]);
     check_retained_from_checkpoint(&mut c, &task);
-    // The rows before the checkpoint are gone from the table, not only hidden.
+    // The events before the checkpoint are gone from what is retained, and their rows from the
+    // table, not only hidden.
     let below = pg.psql(
         "checkpoints",
         &format!("SELECT count(*) FROM taskstream_events WHERE task_id = '{task}' AND seq < 22"),
     );
-    assert_eq!(below.trim(), "0", "rows below the checkpoint: {below}");
+    assert_eq!(below.trim(), "0", "events below the checkpoint: {below}");
+    assert_eq!(chunks_below_floor(&pg, "checkpoints", &task), "0");
+}
+
+/// How many of a task's chunk rows lie wholly below its floor (reclaimed rows: none; only the
+/// chunk the floor falls inside may hold events below it, which no read hands out).
+fn chunks_below_floor(pg: &Cluster, db: &str, task: &str) -> String {
+    let n = pg.psql(
+        db,
+        &format!(
+            "SELECT count(*) FROM taskstream_chunks c JOIN taskstream_tasks t USING (task_id) \
+             WHERE task_id = '{task}' AND c.end_seq <= t.floor"
+        ),
+    );
+    n.trim().to_owned()
 }
 
 #[test]
@@ -655,7 +670,8 @@ fn checkpoint_drops_are_reclaimed_batch_by_batch_on_postgresql() {
         ),
     );
     let want = format!("{}|{earliest}|{last}", last - earliest + 1);
-    assert_eq!(rows.trim(), want, "rows left of the task");
+    assert_eq!(rows.trim(), want, "events left of the task");
+    assert_eq!(chunks_below_floor(&pg, "checkpoint_rows", &task), "0");
     assert!(last - earliest < 102, "retained {earliest}..={last}");
     assert!(s.shutdown().success());
 }

@@ -611,3 +611,180 @@ fn the_local_lookup_never_runs_ahead_of_the_database_nor_below_its_floor() {
         std::thread::yield_now();
     }
 }
+
+/// A database as a server of schema version 2 left it: one row per event.
+const SCHEMA_2: &str = r"
+CREATE TABLE taskstream_schema (version integer NOT NULL);
+INSERT INTO taskstream_schema VALUES (2);
+CREATE TABLE taskstream_replicas (
+    id text PRIMARY KEY,
+    started_at timestamptz NOT NULL DEFAULT now(),
+    heartbeat timestamptz NOT NULL DEFAULT now()
+);
+CREATE TABLE taskstream_tasks (
+    task_id text PRIMARY KEY, principal text NOT NULL, record text NOT NULL,
+    status text NOT NULL, owner text, floor bigint NOT NULL, next_seq bigint NOT NULL,
+    created_at bigint NOT NULL, ended_at bigint
+);
+CREATE INDEX taskstream_tasks_running ON taskstream_tasks (owner)
+    WHERE status IN ('working', 'input_required');
+CREATE INDEX taskstream_tasks_ended ON taskstream_tasks (ended_at) WHERE ended_at IS NOT NULL;
+CREATE TABLE taskstream_events (
+    task_id text NOT NULL, seq bigint NOT NULL, type text NOT NULL, payload text NOT NULL,
+    at bigint NOT NULL, PRIMARY KEY (task_id, seq)
+);
+";
+
+#[test]
+fn a_schema_2_database_is_migrated_and_reads_the_same_events() {
+    if !cluster::enabled() {
+        return;
+    }
+    let pg = Cluster::start();
+    let url = pg.db("migrate");
+    pg.psql("migrate", SCHEMA_2);
+    // A finished task whose retained log (seqs 3 to 2,499) spans three chunks once packed, a
+    // running task whose replica is gone, with payloads that are not ASCII.
+    let tick = |seq: u64| format!(r#"{{"i":{seq},"s":"é ✓ \"q\""}}"#);
+    let mut sql = String::new();
+    for (id, status, owner, floor, next, ended) in [
+        ("long", "completed", "NULL", 3, 2500, "5"),
+        ("orphan", "working", "'gone'", 0, 3, "NULL"),
+    ] {
+        let mut rec = serde_json::to_value(record(id)).expect("record");
+        rec["status"] = status.into();
+        sql.push_str(&format!(
+            "INSERT INTO taskstream_tasks VALUES ('{id}', 'p', '{rec}', '{status}', {owner}, \
+             {floor}, {next}, 0, {ended});
+             INSERT INTO taskstream_events SELECT '{id}', g, 'dev.taskstream.tick', \
+             replace('{p}', 'N', g::text), 1000 + g FROM generate_series({floor}, {next} - 1) g;",
+            p = tick(0).replace("0", "N").replace('\'', "''"),
+        ));
+    }
+    pg.psql("migrate", &sql);
+    let store = open(&url, RetentionPolicy::DEFAULT, 0);
+    assert_eq!(
+        pg.psql("migrate", "SELECT version FROM taskstream_schema")
+            .trim(),
+        "3"
+    );
+    assert_eq!(range(&store, "long"), (3, 2500));
+    let events = read_all(&store, "long", 3);
+    assert_eq!(events.len(), 2497);
+    for (i, (seq, t, p)) in (3..).zip(&events) {
+        assert_eq!(
+            (*seq, t.as_str(), p.as_str()),
+            (i, "dev.taskstream.tick", tick(i).as_str())
+        );
+    }
+    assert!(
+        read_all(&store, "long", 0).is_empty(),
+        "nothing below the floor"
+    );
+    assert_eq!(
+        pg.psql(
+            "migrate",
+            "SELECT count(*), min(first_seq), max(end_seq) FROM taskstream_chunks \
+             WHERE task_id = 'long'"
+        )
+        .trim(),
+        "3|3|2500"
+    );
+    // The view shows what was there, one row per event.
+    assert_eq!(
+        pg.psql(
+            "migrate",
+            "SELECT count(*), min(seq), max(seq), bool_and(at = 1000 + seq) \
+             FROM taskstream_events WHERE task_id = 'long'"
+        )
+        .trim(),
+        "2497|3|2499|t"
+    );
+    // A migrated running task goes on: its replica is gone, so it ends failed, its terminal
+    // event in a chunk after the migrated ones.
+    store.reap().expect("reap");
+    let orphan = read_all(&store, "orphan", 0);
+    assert_eq!(orphan.len(), 4, "{orphan:?}");
+    assert_eq!(orphan[2].2, tick(2));
+    assert_eq!(orphan[3].1, "dev.taskstream.task.status");
+    assert!(orphan[3].2.contains("failed"), "{}", orphan[3].2);
+    // And new tasks are written as chunks.
+    store.create_task(record("new"), NOW).expect("create");
+    store
+        .append("new", "dev.taskstream.tick", br#"{"k":1}"#, NOW)
+        .expect("append");
+    assert_eq!(read_all(&store, "new", 0).len(), 2);
+}
+
+#[test]
+fn retention_by_age_moves_the_floor_inside_a_chunk_and_drops_it_once_passed() {
+    if !cluster::enabled() {
+        return;
+    }
+    let pg = Cluster::start();
+    let url = pg.db("aged");
+    let store = open(
+        &url,
+        RetentionPolicy {
+            max_event_age: Millis(1000),
+            ..RetentionPolicy::DEFAULT
+        },
+        DEFAULT_CACHE_BYTES,
+    );
+    // One chunk row of ten events appended at 1000 to 1009 ms, packed as the store packs them
+    // (so the floor cannot fall on a row boundary), in a task this replica runs.
+    let rec = serde_json::to_value(record("aged")).expect("record");
+    pg.psql(
+        "aged",
+        &format!(
+            "INSERT INTO taskstream_tasks VALUES ('aged', 'p', '{rec}', 'working', '{owner}', \
+             0, 10, 0, NULL);
+             INSERT INTO taskstream_chunks SELECT 'aged', 0, 10, 1000, 1009, \
+             string_agg(int8send(1000 + g) || int2send(19::smallint) || int4send(7) \
+             || convert_to('dev.taskstream.tick', 'UTF8') || convert_to('{{\"i\":' || g || '}}', 'UTF8'), \
+             ''::bytea ORDER BY g) FROM generate_series(0, 9) g;",
+            owner = store.replica_id()
+        ),
+    );
+    let rows = || {
+        pg.psql(
+            "aged",
+            "SELECT count(*) FROM taskstream_chunks WHERE task_id = 'aged'",
+        )
+    };
+    // At 2005 ms the cutoff is 1005: events 0 to 4 expired, so the floor moves to 5, inside
+    // the row, which stays.
+    store.sweep(Millis(2005));
+    assert_eq!(range(&store, "aged"), (5, 10));
+    let events = read_all(&store, "aged", 5);
+    assert_eq!(
+        events
+            .iter()
+            .map(|e| (e.0, e.2.as_str()))
+            .collect::<Vec<_>>(),
+        [
+            (5, r#"{"i":5}"#),
+            (6, r#"{"i":6}"#),
+            (7, r#"{"i":7}"#),
+            (8, r#"{"i":8}"#),
+            (9, r#"{"i":9}"#)
+        ]
+    );
+    assert!(
+        read_all(&store, "aged", 2).is_empty(),
+        "nothing below the floor"
+    );
+    assert_eq!(rows().trim(), "1");
+    assert_eq!(
+        pg.psql(
+            "aged",
+            "SELECT min(seq), count(*) FROM taskstream_events WHERE task_id = 'aged'"
+        )
+        .trim(),
+        "5|5"
+    );
+    // Every event expired: the floor passes the row's end and the row goes.
+    store.sweep(Millis(2010));
+    assert_eq!(range(&store, "aged"), (10, 10));
+    assert_eq!(rows().trim(), "0");
+}
