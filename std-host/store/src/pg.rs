@@ -8,8 +8,7 @@
 //! | `taskstream_schema` | one row: the schema version ([`SCHEMA_VERSION`]); a newer one is refused |
 //! | `taskstream_replicas` | each replica's id and lease heartbeat (the database's clock) |
 //! | `taskstream_tasks` | each task: its record (JSON text), status, principal, owner replica, retention floor, next seq, end time |
-//! | `taskstream_chunks` | runs of a task's consecutive events, one row per run: key (task, first seq), the seq after its last, the times of its first and latest events, the events packed (type, payload byte for byte as appended, time; [`crate::pg_chunk`] gives the format; LZ4-compressed where the server has it). A group commit writes one row per task it holds, so the database pays its per-row costs (tuple, key, WAL record, protocol message) once per run, not per event (since version 3) |
-//! | `taskstream_events` (a view) | the retained events one per row (task, seq, type, payload, time), unpacked from the chunks by the function `taskstream_unpack`, for people and their tools; the store never reads it |
+//! | `taskstream_chunks` | runs of a task's consecutive events, one row per run: key (task, first seq), the seq after its last, the times of its first and latest events, the events packed (type, payload byte for byte as appended, time) and compressed by the replica (LZ4; [`crate::pg_chunk`] gives the format). A group commit writes one row per task it holds, so the database pays its per-row costs (tuple, key, WAL record, protocol message) once per run, not per event, and the wire carries the run compressed (since version 3; version 2 had a row per event in `taskstream_events`) |
 //!
 //! # How it keeps the store's invariants
 //!
@@ -153,50 +152,17 @@ CREATE TABLE taskstream_chunks (
     PRIMARY KEY (task_id, first_seq),
     CHECK (end_seq > first_seq)
 );
--- LZ4 where the server has it (PostgreSQL 14 and later, built with it): pglz, the default,
--- costs more than the rows it saves.
-DO $$
-BEGIN
-    EXECUTE 'ALTER TABLE taskstream_chunks ALTER COLUMN events SET COMPRESSION lz4';
-EXCEPTION WHEN OTHERS THEN
-    NULL;
-END
-$$;
+-- Compressed by the server replicas (LZ4), so the database must not compress it again; rows
+-- of up to 8 KB stay in the table's own pages.
+ALTER TABLE taskstream_chunks ALTER COLUMN events SET STORAGE EXTERNAL;
+ALTER TABLE taskstream_chunks SET (toast_tuple_target = 8160);
 INSERT INTO taskstream_chunks (task_id, first_seq, end_seq, first_at, last_at, events)
 SELECT task_id, min(seq), max(seq) + 1, (array_agg(at ORDER BY seq))[1], max(at),
-    string_agg(int8send(at) || int2send(octet_length(type)::smallint)
+    '\x00'::bytea || string_agg(int8send(at) || int2send(octet_length(type)::smallint)
         || int4send(octet_length(payload)) || convert_to(type, 'UTF8')
         || convert_to(payload, 'UTF8'), ''::bytea ORDER BY seq)
 FROM taskstream_events GROUP BY task_id, seq / 1024;
 DROP TABLE taskstream_events;
--- The retained events one per row, for people and their tools (the store reads the chunks).
-CREATE FUNCTION taskstream_unpack(events bytea, first_seq bigint)
-RETURNS TABLE (seq bigint, type text, payload text, at bigint)
-LANGUAGE plpgsql IMMUTABLE STRICT AS $f$
-DECLARE
-    off integer := 0;
-    type_len integer;
-    payload_len integer;
-BEGIN
-    seq := first_seq;
-    WHILE off < length(events) LOOP
-        at := ('x' || encode(substring(events FROM off + 1 FOR 8), 'hex'))::bit(64)::bigint;
-        type_len := get_byte(events, off + 8) * 256 + get_byte(events, off + 9);
-        payload_len := ('x' || encode(substring(events FROM off + 11 FOR 4), 'hex'))::bit(32)::integer;
-        type := convert_from(substring(events FROM off + 15 FOR type_len), 'UTF8');
-        payload := convert_from(substring(events FROM off + 15 + type_len FOR payload_len), 'UTF8');
-        RETURN NEXT;
-        seq := seq + 1;
-        off := off + 14 + type_len + payload_len;
-    END LOOP;
-END
-$f$;
-CREATE VIEW taskstream_events AS
-SELECT c.task_id, e.seq, e.type, e.payload, e.at
-FROM taskstream_chunks c
-JOIN taskstream_tasks t ON t.task_id = c.task_id
-CROSS JOIN LATERAL taskstream_unpack(c.events, c.first_seq) e
-WHERE c.end_seq > t.floor AND e.seq >= t.floor;
 ",
 ];
 
@@ -632,7 +598,7 @@ fn insert_chunk(
             &c.end,
             &c.first_at,
             &c.last_at,
-            &c.bytes.as_slice(),
+            &c.encode(),
         ],
     )
 }
@@ -684,8 +650,10 @@ fn first_fresh(
         else {
             return Ok(Ok(None));
         };
-        let (first, end, events): (i64, i64, &[u8]) = (row.get(0), row.get(1), row.get(2));
-        match pg_chunk::first_at_or_after(events, first, after, cutoff) {
+        let (first, end, stored): (i64, i64, &[u8]) = (row.get(0), row.get(1), row.get(2));
+        let found = pg_chunk::decode(stored)
+            .and_then(|e| pg_chunk::first_at_or_after(&e, first, after, cutoff));
+        match found {
             Ok(Some(seq)) => return Ok(Ok(Some(seq))),
             Ok(None) => after = end,
             Err(e) => return Ok(Err(e)),
@@ -1301,11 +1269,11 @@ impl Replica {
                     &until,
                 ],
             )?;
-            let mut chunks: Vec<(i64, bytes::Bytes)> = Vec::new();
+            let mut chunks: Vec<(i64, Result<bytes::Bytes, StoreError>)> = Vec::new();
             let mut floor = 0;
             while let Some(r) = rows.next()? {
                 floor = r.try_get(2)?;
-                chunks.push((r.try_get(0)?, bytes::Bytes::copy_from_slice(r.try_get(1)?)));
+                chunks.push((r.try_get(0)?, pg_chunk::decode(r.try_get(1)?)));
             }
             Ok((chunks, floor))
         })?;
@@ -1314,6 +1282,10 @@ impl Replica {
         if from_i < floor {
             return Ok(0);
         }
+        let chunks = chunks
+            .into_iter()
+            .map(|(first, c)| c.map(|c| (first, c)))
+            .collect::<Result<Vec<_>, _>>()?;
         let events = unpack_run(&chunks, from_i, until)?;
         let mut n = 0;
         for (i, c) in (from_i..).zip(events.iter().take(max)) {
@@ -1709,7 +1681,7 @@ impl Replica {
                     &c.end,
                     &c.first_at,
                     &c.last_at,
-                    &c.bytes.as_slice(),
+                    &c.encode(),
                 ])
             };
             for j in std::iter::once(first).chain(events) {

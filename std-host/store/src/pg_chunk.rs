@@ -2,7 +2,19 @@
 //! `taskstream_chunks` (schema 3): one heap tuple, one key and one protocol message per run
 //! instead of per event, which is what bounds a database's insert and read rates.
 //!
-//! A chunk's `events` column is the events in seq order, each as
+//! A chunk's `events` column is one byte saying how the rest is stored, then the rest:
+//!
+//! | first byte | the rest |
+//! | ---: | --- |
+//! | 0 | the packed events |
+//! | 1 | the packed events' length (4 bytes, big-endian), then the packed events as one LZ4 block ([`lz4_flex`]) |
+//!
+//! A run is compressed here, not by the database, so that it crosses the wire compressed both
+//! ways: a replica reading a task it never saw (its cache cold) was bounded by the bytes the
+//! database sends, not by the database's work. The column is stored `EXTERNAL` (the database
+//! does not compress it again). A run that LZ4 does not shrink is stored as it is.
+//!
+//! The packed events are the events in seq order, each as
 //!
 //! | bytes | field |
 //! | ---: | --- |
@@ -11,10 +23,11 @@
 //! | 4 | the payload's length in bytes, big-endian |
 //! | … | the type (UTF-8), then the compact payload (UTF-8 JSON) |
 //!
-//! Big-endian so that SQL writes and reads it with `int8send` and friends (the schema 2 to 3
-//! migration packs the old rows in SQL, and the `taskstream_events` view unpacks them). The
-//! reader checks every length against the bytes that are there and both strings for UTF-8: a
-//! damaged row is [`StoreError::Corrupt`], never a panic or a wrong event.
+//! Big-endian so that SQL writes it with `int8send` and friends (the schema 2 to 3 migration
+//! packs the old rows in SQL, uncompressed). The reader checks the stored length against the
+//! block and [`MAX_DECODED`], every length against the bytes that are there and both strings
+//! for UTF-8: a damaged row is [`StoreError::Corrupt`], never a panic, an allocation of what a
+//! damaged length claims, or a wrong split.
 
 use taskstream_core::Millis;
 
@@ -30,6 +43,19 @@ pub(crate) const MAX_EVENTS: usize = 1024;
 
 /// The most bytes of events one chunk row holds (beyond its last event's).
 pub(crate) const MAX_BYTES: usize = 256 << 10;
+
+/// The most bytes a compressed chunk unpacks to (a longer run is stored uncompressed), so a
+/// damaged length never makes a reader allocate more.
+pub(crate) const MAX_DECODED: usize = 64 << 20;
+
+/// The first byte of a stored chunk: packed events as they are.
+const RAW: u8 = 0;
+
+/// The first byte of a stored chunk: the packed events' length, then one LZ4 block.
+const LZ4: u8 = 1;
+
+/// Runs shorter than this are stored as they are (LZ4 gains nothing on a few events).
+const MIN_COMPRESSED: usize = 128;
 
 /// A chunk being filled: a run of consecutive seqs of one task.
 pub(crate) struct ChunkWriter {
@@ -80,6 +106,30 @@ impl ChunkWriter {
         self.end += 1;
     }
 
+    /// The `events` column of its row: compressed where that makes it smaller.
+    pub(crate) fn encode(&self) -> Vec<u8> {
+        if self.bytes.len() >= MIN_COMPRESSED && self.bytes.len() <= MAX_DECODED {
+            if let Ok(len) = u32::try_from(self.bytes.len()) {
+                let block = lz4_flex::block::compress(&self.bytes);
+                if block.len() + 4 < self.bytes.len() {
+                    let mut out = Vec::with_capacity(5 + block.len());
+                    out.push(LZ4);
+                    out.extend_from_slice(&len.to_be_bytes());
+                    out.extend_from_slice(&block);
+                    return out;
+                }
+            }
+        }
+        self.raw()
+    }
+
+    fn raw(&self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(1 + self.bytes.len());
+        out.push(RAW);
+        out.extend_from_slice(&self.bytes);
+        out
+    }
+
     /// Whether it holds no event.
     pub(crate) fn is_empty(&self) -> bool {
         self.end == self.first
@@ -89,6 +139,35 @@ impl ChunkWriter {
     pub(crate) fn is_full(&self) -> bool {
         usize::try_from(self.end - self.first).unwrap_or(usize::MAX) >= MAX_EVENTS
             || self.bytes.len() >= MAX_BYTES
+    }
+}
+
+/// The packed events of a chunk's `events` column (see the module docs).
+///
+/// # Errors
+/// [`StoreError::Corrupt`] for an unknown first byte, a length above [`MAX_DECODED`] or one
+/// the block does not unpack to, a damaged block.
+pub(crate) fn decode(stored: &[u8]) -> Result<bytes::Bytes, StoreError> {
+    let corrupt = |why: &str| StoreError::Corrupt(format!("event chunk: {why}"));
+    match stored.split_first() {
+        Some((&RAW, packed)) => Ok(bytes::Bytes::copy_from_slice(packed)),
+        Some((&LZ4, rest)) => {
+            let (len, block) = rest
+                .split_first_chunk::<4>()
+                .ok_or_else(|| corrupt("its length is cut"))?;
+            let len = usize::try_from(u32::from_be_bytes(*len)).unwrap_or(usize::MAX);
+            if len > MAX_DECODED {
+                return Err(corrupt("its length is past the bound"));
+            }
+            let packed = lz4_flex::block::decompress(block, len)
+                .map_err(|e| corrupt(&format!("a damaged block ({e})")))?;
+            if packed.len() != len {
+                return Err(corrupt("its block is not its length"));
+            }
+            Ok(bytes::Bytes::from(packed))
+        }
+        Some(_) => Err(corrupt("an unknown encoding")),
+        None => Err(corrupt("empty")),
     }
 }
 
@@ -274,6 +353,73 @@ mod tests {
         assert_eq!(first_at_or_after(&w.bytes, 7, 9, 15).expect("ok"), Some(9));
         assert_eq!(first_at_or_after(&w.bytes, 7, 0, 5).expect("ok"), Some(7));
         assert_eq!(first_at_or_after(&w.bytes, 7, 0, 31).expect("ok"), None);
+    }
+
+    #[test]
+    fn a_chunk_is_stored_compressed_when_that_is_smaller_and_reads_back_either_way() {
+        let mut many = ChunkWriter::new(0);
+        for i in 0..100 {
+            many.push(
+                i,
+                "dev.taskstream.tick",
+                format!(r#"{{"i":{i},"text":"the same words again"}}"#).as_bytes(),
+            );
+        }
+        let stored = many.encode();
+        assert_eq!(stored[0], LZ4);
+        assert!(
+            stored.len() * 4 < many.bytes.len(),
+            "{} of {}",
+            stored.len(),
+            many.bytes.len()
+        );
+        assert_eq!(decode(&stored).expect("decode"), many.bytes);
+        // A single short event, and bytes LZ4 cannot shrink, are stored as they are.
+        let one = chunk(&[(1, "a.b", "{}")]);
+        assert_eq!(one.encode()[0], RAW);
+        assert_eq!(decode(&one.encode()).expect("decode"), one.bytes);
+        let mut noise = ChunkWriter::new(0);
+        let mut x = 0x9e37_79b9_u32;
+        let text: String = (0..400)
+            .map(|_| {
+                x ^= x << 13;
+                x ^= x >> 17;
+                x ^= x << 5;
+                char::from(b'!' + u8::try_from(x % 90).unwrap_or(0))
+            })
+            .filter(|c| *c != '"' && *c != '\\')
+            .collect();
+        noise.push(0, "a", format!(r#"{{"t":"{text}"}}"#).as_bytes());
+        assert_eq!(noise.encode()[0], RAW);
+        assert_eq!(decode(&noise.encode()).expect("decode"), noise.bytes);
+    }
+
+    #[test]
+    fn a_damaged_stored_chunk_is_an_error() {
+        let mut many = ChunkWriter::new(0);
+        for i in 0..100 {
+            many.push(i, "a", br#"{"k":"vvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvv"}"#);
+        }
+        let stored = many.encode();
+        assert_eq!(stored[0], LZ4);
+        let bad = |s: &[u8]| matches!(decode(s), Err(StoreError::Corrupt(_)));
+        assert!(bad(&[]), "empty");
+        assert!(bad(&[7, 1, 2]), "an unknown encoding");
+        assert!(bad(&stored[..3]), "a cut length");
+        for cut in 5..stored.len() {
+            assert!(bad(&stored[..cut]), "a block cut at {cut}");
+        }
+        // A length that is not the block's, or past the bound (never allocated).
+        for len in [
+            many.bytes.len() - 1,
+            many.bytes.len() + 1,
+            MAX_DECODED + 1,
+            u32::MAX as usize,
+        ] {
+            let mut s = stored.clone();
+            s[1..5].copy_from_slice(&u32::try_from(len).expect("u32").to_be_bytes());
+            assert!(bad(&s), "length {len}");
+        }
     }
 
     #[test]

@@ -224,13 +224,15 @@ fn a_replica_killed_mid_batch_and_a_database_restart_lose_no_received_event() {
             assert_contains(&all, &seen_survivor);
         }
     }
-    // No seq was taken twice: the table holds one row per (task, seq) and each task's rows
-    // are exactly its dense log.
+    // No seq was taken twice: each task's rows are runs that start at 0, each where the last
+    // ended, the last ending at the task's next seq: exactly its dense log.
     let rows = pg.psql(
         "fleet",
-        "SELECT count(*) = count(DISTINCT (task_id, seq)) AND bool_and(n = top + 1) \
-         FROM taskstream_events e JOIN (SELECT task_id, count(*) AS n, max(seq) AS top \
-         FROM taskstream_events GROUP BY task_id) g USING (task_id)",
+        "SELECT bool_and(first_seq = coalesce(prev, 0)) AND bool_and(end_seq <= next_seq) \
+         AND count(*) FILTER (WHERE end_seq = next_seq) = (SELECT count(*) FROM taskstream_tasks) \
+         FROM (SELECT c.first_seq, c.end_seq, t.next_seq, lag(c.end_seq) OVER \
+         (PARTITION BY c.task_id ORDER BY c.first_seq) AS prev \
+         FROM taskstream_chunks c JOIN taskstream_tasks t USING (task_id)) x",
     );
     assert_eq!(rows.trim(), "t", "{rows}");
 }
@@ -608,13 +610,13 @@ fn retention_from_checkpoint_on_postgresql_across_replicas_and_a_restart() {
     assert!(b.shutdown().success());
     let mut c = replica(&url, &["--retain-from-checkpoint"]);
     check_retained_from_checkpoint(&mut c, &task);
-    // The events before the checkpoint are gone from what is retained, and their rows from the
-    // table, not only hidden.
-    let below = pg.psql(
+    // The events before the checkpoint are gone from what is retained (the floor is at it),
+    // and their rows from the table, not only hidden.
+    let floor = pg.psql(
         "checkpoints",
-        &format!("SELECT count(*) FROM taskstream_events WHERE task_id = '{task}' AND seq < 22"),
+        &format!("SELECT floor FROM taskstream_tasks WHERE task_id = '{task}'"),
     );
-    assert_eq!(below.trim(), "0", "events below the checkpoint: {below}");
+    assert_eq!(floor.trim(), "22", "the task's floor");
     assert_eq!(chunks_below_floor(&pg, "checkpoints", &task), "0");
 }
 
@@ -661,16 +663,20 @@ fn checkpoint_drops_are_reclaimed_batch_by_batch_on_postgresql() {
         g["_meta"]["dev.taskstream/events"]["earliestSeq"], earliest,
         "CP-04: {g}"
     );
-    // Only the retained rows are left in the table: the checkpoint, the ticks after it and the
-    // terminal status event.
+    // Only the retained rows are left in the table: the floor is at the checkpoint, the rows
+    // run to the terminal status event, and none lies wholly below the floor.
     let rows = pg.psql(
         "checkpoint_rows",
         &format!(
-            "SELECT count(*), min(seq), max(seq) FROM taskstream_events WHERE task_id = '{task}'"
+            "SELECT t.floor, max(c.end_seq) - 1 FROM taskstream_tasks t \
+             JOIN taskstream_chunks c USING (task_id) WHERE task_id = '{task}' GROUP BY t.floor"
         ),
     );
-    let want = format!("{}|{earliest}|{last}", last - earliest + 1);
-    assert_eq!(rows.trim(), want, "events left of the task");
+    assert_eq!(
+        rows.trim(),
+        format!("{earliest}|{last}"),
+        "rows left of the task"
+    );
     assert_eq!(chunks_below_floor(&pg, "checkpoint_rows", &task), "0");
     assert!(last - earliest < 102, "retained {earliest}..={last}");
     assert!(s.shutdown().success());
