@@ -8,7 +8,7 @@
 //! | `taskstream_schema` | one row: the schema version ([`SCHEMA_VERSION`]); a newer one is refused |
 //! | `taskstream_replicas` | each replica's id and lease heartbeat (the database's clock) |
 //! | `taskstream_tasks` | each task: its record (JSON text), status, principal, owner replica, retention floor, next seq, end time |
-//! | `taskstream_chunks` | runs of a task's consecutive events, one row per run: key (task, first seq), the seq after its last, the times of its first and latest events, the events packed (type, payload byte for byte as appended, time) and compressed by the replica (LZ4; [`crate::pg_chunk`] gives the format). A group commit writes one row per task it holds, so the database pays its per-row costs (tuple, key, WAL record, protocol message) once per run, not per event, and the wire carries the run compressed (since version 3; version 2 had a row per event in `taskstream_events`) |
+//! | `taskstream_chunks` | runs of a task's consecutive events, one row per run: key (task, first seq), the seq after its last, the times of its first and latest events, the events packed (type, payload byte for byte as appended, time) and compressed by the replica (LZ4; `pg_chunk.rs` gives the format). A group commit writes one row per task it holds, so the database pays its per-row costs (tuple, key, WAL record, protocol message) once per run, not per event, and the wire carries the run compressed (since version 3; version 2 had a row per event in `taskstream_events`) |
 //!
 //! # How it keeps the store's invariants
 //!
@@ -610,7 +610,8 @@ fn unpack_run(
     from: i64,
     until: i64,
 ) -> Result<Vec<Cached>, StoreError> {
-    let mut events: Vec<Cached> = Vec::new();
+    let wanted = usize::try_from(until.saturating_sub(from)).unwrap_or(0);
+    let mut events: Vec<Cached> = Vec::with_capacity(wanted.min(READ_AHEAD));
     let mut expected = from;
     for (first, bytes) in chunks {
         if *first > expected || expected >= until {
@@ -1228,8 +1229,8 @@ impl Replica {
 
     /// Reads up to `max` events from `from`: from the cache when it holds `from` (what it
     /// has, maybe fewer than `max`: the caller reads again for the rest), else from the
-    /// database, [`READ_AHEAD`] events (their chunks) per round trip, the ones past `max` kept in the cache for
-    /// the next read.
+    /// database, the chunks of [`READ_AHEAD`] events per round trip, the events past `max`
+    /// kept in the cache for the next read.
     fn read_raw_from(
         &self,
         task_id: &str,
@@ -1257,7 +1258,7 @@ impl Replica {
         let fetch_i = i64::try_from(fetch).unwrap_or(i64::MAX);
         let from_i = i64_of(from);
         let until = from_i.saturating_add(fetch_i);
-        // A chunk's bytes are copied once out of its row; its events share them, in the
+        // A chunk is unpacked once out of its row into one buffer; its events share it, in the
         // events the read hands out and in the ones the cache keeps.
         let (chunks, floor) = self.with("cannot read events", false, |c| {
             let st = c.prep(READ_CHUNKS)?;
