@@ -590,17 +590,18 @@ fn insert_chunk(
     task_id: &str,
     c: &ChunkWriter,
 ) -> Result<u64, postgres::Error> {
-    tx.execute(
-        INSERT_CHUNK,
-        &[
-            &task_id,
-            &c.first,
-            &c.end,
-            &c.first_at,
-            &c.last_at,
-            &c.encode(),
-        ],
-    )
+    let stored = c.encode();
+    tx.execute(INSERT_CHUNK, &chunk_row(&task_id, c, &stored))
+}
+
+/// A chunk's row as parameters, in the column order of [`INSERT_CHUNK`] and [`COPY_CHUNKS`]
+/// (`stored`: its encoded events).
+fn chunk_row<'a>(
+    task_id: &'a &'a str,
+    c: &'a ChunkWriter,
+    stored: &'a Vec<u8>,
+) -> [&'a (dyn postgres::types::ToSql + Sync); 6] {
+    [task_id, &c.first, &c.end, &c.first_at, &c.last_at, stored]
 }
 
 /// The events of `chunks` (in seq order) from `from` to before `until`, as long as their seqs
@@ -1663,9 +1664,8 @@ impl Replica {
         )?;
         let moved: HashSet<String> = rows.iter().map(|r| r.get(0)).collect();
         // Only the events of the tasks that passed the fence, and none already below its
-        // task's new floor (a batch longer than the count limit).
-        // A task's events in a batch are consecutive seqs: each task's run is one chunk row
-        // (more past a chunk's bounds).
+        // task's new floor (a batch longer than the count limit). A task's events in a batch
+        // are consecutive seqs: each task's run is one chunk row (more past a chunk's bounds).
         let mut events = batch.iter().filter(|j| {
             moved.contains(&j.task_id) && floors.get(j.task_id.as_str()).is_none_or(|f| j.seq >= *f)
         });
@@ -1676,14 +1676,8 @@ impl Replica {
             let write = |w: &mut postgres::binary_copy::BinaryCopyInWriter<'_>,
                          task_id: &str,
                          c: &ChunkWriter| {
-                w.write(&[
-                    &task_id,
-                    &c.first,
-                    &c.end,
-                    &c.first_at,
-                    &c.last_at,
-                    &c.encode(),
-                ])
+                let stored = c.encode();
+                w.write(&chunk_row(&task_id, c, &stored))
             };
             for j in std::iter::once(first).chain(events) {
                 let c = open
