@@ -91,9 +91,9 @@ impl ChunkWriter {
         } else {
             self.last_at = self.last_at.max(at);
         }
-        // Types are at most 128 bytes and payloads bounded by the retention policy's
-        // `max_payload_bytes` (a u32) before they get here; saturating keeps a mistake a
-        // corrupt-row error on read, never a wrong split.
+        // Neither saturates: types are at most `MAX_EVENT_TYPE_BYTES` (128) and payloads at
+        // most the retention policy's `max_payload_bytes` (a u32), checked before they get
+        // here.
         let type_len = u16::try_from(event_type.len()).unwrap_or(u16::MAX);
         let payload_len = u32::try_from(payload.len()).unwrap_or(u32::MAX);
         self.bytes
@@ -123,6 +123,7 @@ impl ChunkWriter {
         self.raw()
     }
 
+    /// The `events` column of its row, uncompressed.
     fn raw(&self) -> Vec<u8> {
         let mut out = Vec::with_capacity(1 + self.bytes.len());
         out.push(RAW);
