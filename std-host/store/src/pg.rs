@@ -1945,18 +1945,11 @@ impl Replica {
             for id in &ids {
                 self.cache.forget(id);
             }
-            loop {
-                let n = self.with("cannot apply retention", true, |c| {
-                    c.execute(
-                        "DELETE FROM taskstream_chunks WHERE ctid = ANY(ARRAY(\
-                         SELECT ctid FROM taskstream_chunks WHERE task_id = ANY($1) LIMIT $2))",
-                        &[&ids, &SWEEP_CHUNK],
-                    )
-                })?;
-                if n == 0 {
-                    break;
-                }
-            }
+            self.delete_in_steps(
+                "DELETE FROM taskstream_chunks WHERE ctid = ANY(ARRAY(\
+                 SELECT ctid FROM taskstream_chunks WHERE task_id = ANY($1) LIMIT $2))",
+                &[&ids, &SWEEP_CHUNK],
+            )?;
             let n = self.with("cannot apply retention", true, |c| {
                 c.execute(
                     "DELETE FROM taskstream_tasks WHERE task_id = ANY($1) AND ended_at IS NOT NULL",
@@ -2005,25 +1998,29 @@ impl Replica {
             }
             self.distrust();
             self.cache.raise_floor(id, floor);
-            loop {
-                let n = self.with("cannot apply retention", true, |c| {
-                    c.execute(
-                        "DELETE FROM taskstream_chunks WHERE ctid = ANY(ARRAY(\
-                         SELECT ctid FROM taskstream_chunks WHERE task_id = $1 \
-                         AND first_seq < $2 AND end_seq <= $2 ORDER BY first_seq LIMIT $3))",
-                        &[&id, &floor, &SWEEP_CHUNK],
-                    )
-                })?;
-                if n == 0 {
-                    break;
-                }
-            }
+            self.delete_in_steps(
+                "DELETE FROM taskstream_chunks WHERE ctid = ANY(ARRAY(\
+                 SELECT ctid FROM taskstream_chunks WHERE task_id = $1 \
+                 AND first_seq < $2 AND end_seq <= $2 ORDER BY first_seq LIMIT $3))",
+                &[&id, &floor, &SWEEP_CHUNK],
+            )?;
             truncated += 1;
         }
         if truncated > 0 {
             self.notify_all_replicas();
         }
         Ok(removed)
+    }
+
+    /// Runs a retention `DELETE` of at most [`SWEEP_CHUNK`] rows, each in its own statement,
+    /// until one deletes nothing.
+    fn delete_in_steps(
+        &self,
+        sql: &str,
+        params: &[&(dyn postgres::types::ToSql + Sync)],
+    ) -> Result<(), StoreError> {
+        while self.with("cannot apply retention", true, |c| c.execute(sql, params))? > 0 {}
+        Ok(())
     }
 
     /// Rings the change signal here and, by `NOTIFY`, on every other replica (after a
