@@ -30,6 +30,8 @@ import time
 import urllib.request
 
 from selenium import webdriver
+from selenium.common.exceptions import (NoSuchElementException, StaleElementReferenceException,
+                                        TimeoutException)
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import WebDriverWait
@@ -150,12 +152,30 @@ def timeline(driver) -> dict:
 
 
 def wait_for(driver, what: str, cond, timeout: float):
+    """Waits until `cond(driver)` is truthy. An element found while the page replaces it (the
+    overview's rows are rebuilt on every poll) is stale, and counts as "not yet", not as a
+    failure; any other error fails the check at once, with the error in its detail."""
     try:
-        got = WebDriverWait(driver, timeout, poll_frequency=0.05).until(lambda d: cond(d))
-    except Exception:  # noqa: BLE001 - the timeout (or a page error) is the failure reported
-        check(False, what, f"not within {timeout} s; timeline {timeline_or_none(driver)}")
+        got = WebDriverWait(driver, timeout, poll_frequency=0.05,
+                            ignored_exceptions=(NoSuchElementException,
+                                                StaleElementReferenceException)).until(
+            lambda d: cond(d))
+    except TimeoutException:
+        check(False, what, f"not within {timeout} s; timeline {timeline_or_none(driver)}; "
+              f"overview {overview_or_none(driver)}")
+    except Exception as e:  # noqa: BLE001 - a page or driver error is the failure reported
+        check(False, what, f"{type(e).__name__}: {e}; timeline {timeline_or_none(driver)}")
     check(True, what)
     return got
+
+
+def overview_or_none(driver):
+    """The page's summary line and its task rows as text, for a failure's detail."""
+    try:
+        rows = [r.text for r in driver.find_elements(By.CSS_SELECTOR, "#tasks tr")]
+        return {"summary": driver.find_element(By.ID, "summary").text, "rows": rows}
+    except Exception:  # noqa: BLE001
+        return None
 
 
 def timeline_or_none(driver):

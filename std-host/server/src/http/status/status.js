@@ -11,6 +11,7 @@ const MODERN = "2026-07-28";
 const TASKS_EXT = "io.modelcontextprotocol/tasks";
 const EVENTS_GONE = -32010;
 const POLL_MS = 1000;
+const POLL_TIMEOUT_MS = 10000;
 const RETRY_FIRST_MS = 200;
 const RETRY_MAX_MS = 5000;
 
@@ -42,12 +43,18 @@ let following = null;
 async function refresh() {
   let view;
   try {
-    const r = await fetch("/status.json", { headers: authHeaders(), cache: "no-store" });
+    // A request the server or the network never answers must not stop the polling.
+    const r = await fetch("/status.json", {
+      headers: authHeaders(),
+      cache: "no-store",
+      signal: AbortSignal.timeout(POLL_TIMEOUT_MS),
+    });
     if (!r.ok) {
       $("summary").textContent = `status.json: HTTP ${r.status}`;
       return;
     }
     view = await r.json();
+    if (!Array.isArray(view.tasks)) throw new Error(view.error || "no task list");
   } catch (e) {
     $("summary").textContent = `status.json: ${e.message}`;
     return;
@@ -74,7 +81,12 @@ async function refresh() {
 
 async function poll() {
   for (;;) {
-    await refresh();
+    try {
+      await refresh();
+    } catch (e) {
+      // An overview the page cannot show is said, and the next poll tries again.
+      $("summary").textContent = `overview: ${e.message}`;
+    }
     await wait(POLL_MS);
   }
 }
