@@ -584,14 +584,19 @@ fn compact_payload(
 /// The payload of a task's first event.
 const WORKING_PAYLOAD: &str = r#"{"status":"working"}"#;
 
-/// Inserts a chunk of one or a few events (a creation's, an end's).
-fn insert_chunk(
+/// Inserts a task's status event of seq `seq` (a creation's, an end's) as a chunk row of its
+/// own.
+fn insert_status_event(
     tx: &mut postgres::Transaction<'_>,
     task_id: &str,
-    c: &ChunkWriter,
+    seq: i64,
+    at: i64,
+    payload: &str,
 ) -> Result<u64, postgres::Error> {
+    let mut c = ChunkWriter::new(seq);
+    c.push(at, STATUS_EVENT_TYPE, payload.as_bytes());
     let stored = c.encode();
-    tx.execute(INSERT_CHUNK, &chunk_row(&task_id, c, &stored))
+    tx.execute(INSERT_CHUNK, &chunk_row(&task_id, &c, &stored))
 }
 
 /// A chunk's row as parameters, in the column order of [`INSERT_CHUNK`] and [`COPY_CHUNKS`]
@@ -1012,9 +1017,7 @@ impl Replica {
                 if n == 0 {
                     return Ok(false);
                 }
-                let mut chunk = ChunkWriter::new(0);
-                chunk.push(at, STATUS_EVENT_TYPE, WORKING_PAYLOAD.as_bytes());
-                insert_chunk(&mut tx, &record.task_id, &chunk)?;
+                insert_status_event(&mut tx, &record.task_id, 0, at, WORKING_PAYLOAD)?;
                 tx.execute("SELECT pg_notify('taskstream', '')", &[])?;
                 tx.commit()?;
                 Ok(true)
@@ -1114,9 +1117,7 @@ impl Replica {
                         &at,
                     ],
                 )?;
-                let mut chunk = ChunkWriter::new(seq);
-                chunk.push(at, STATUS_EVENT_TYPE, payload.as_bytes());
-                insert_chunk(&mut tx, task_id, &chunk)?;
+                insert_status_event(&mut tx, task_id, seq, at, &payload)?;
                 if new_floor > floor {
                     tx.execute(DELETE_BELOW, &[&task_id, &new_floor])?;
                 }

@@ -85,7 +85,7 @@ impl ChunkWriter {
 
     /// Adds the event of seq [`end`](Self::end).
     pub(crate) fn push(&mut self, at: i64, event_type: &str, payload: &[u8]) {
-        if self.end == self.first {
+        if self.is_empty() {
             self.first_at = at;
             self.last_at = at;
         } else {

@@ -40,25 +40,17 @@ const wait = (ms) => new Promise((r) => setTimeout(r, ms));
 
 let following = null;
 
+// Throws on anything that keeps the overview from being shown; `poll` says it and goes on.
 async function refresh() {
-  let view;
-  try {
-    // A request the server or the network never answers must not stop the polling.
-    const r = await fetch("/status.json", {
-      headers: authHeaders(),
-      cache: "no-store",
-      signal: AbortSignal.timeout(POLL_TIMEOUT_MS),
-    });
-    if (!r.ok) {
-      $("summary").textContent = `status.json: HTTP ${r.status}`;
-      return;
-    }
-    view = await r.json();
-    if (!Array.isArray(view.tasks)) throw new Error(view.error || "no task list");
-  } catch (e) {
-    $("summary").textContent = `status.json: ${e.message}`;
-    return;
-  }
+  // A request the server or the network never answers must not stop the polling.
+  const r = await fetch("/status.json", {
+    headers: authHeaders(),
+    cache: "no-store",
+    signal: AbortSignal.timeout(POLL_TIMEOUT_MS),
+  });
+  if (!r.ok) throw new Error(`HTTP ${r.status}`);
+  const view = await r.json();
+  if (!Array.isArray(view.tasks)) throw new Error(view.error || "no task list");
   $("summary").textContent =
     `principal ${view.principal} · store ${view.store} · ${view.ready ? "ready" : "not ready"} · ` +
     `${view.taskCount} task${view.taskCount === 1 ? "" : "s"} · ${view.streamsOpen} stream${view.streamsOpen === 1 ? "" : "s"} open`;
@@ -85,7 +77,7 @@ async function poll() {
       await refresh();
     } catch (e) {
       // An overview the page cannot show is said, and the next poll tries again.
-      $("summary").textContent = `overview: ${e.message}`;
+      $("summary").textContent = `status.json: ${e.message}`;
     }
     await wait(POLL_MS);
   }
